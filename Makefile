@@ -6,14 +6,16 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 RUNTIME_STAMP := $(VENV)/.runtime
 
-.PHONY: demo test test-tools test-pythons check lint typecheck benchmark clean docs docs-pictures
+.PHONY: demo test test-tools browser-tools test-pythons check lint typecheck benchmark clean docs docs-pictures
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): $(BIN)/python pyproject.toml
+# The product and its rehearsals (rehearsal/, the second distribution: the fake cloud, the fake Kubernetes and the
+# simulation doubles the tests use), both editable.
+$(STAMP): $(BIN)/python pyproject.toml rehearsal/pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test,dev,docs]"
+	$(BIN)/python -m pip install --quiet -e ".[test,dev,docs]" -e ./rehearsal
 	touch $(STAMP)
 
 # The demo needs the runtime only (a few dependencies, seconds to install); the test and dev tools come with
@@ -46,6 +48,26 @@ test-tools:
 		if [ -n "$$policy" ]; then rm -f /usr/sbin/policy-rc.d; fi; \
 	fi
 
+# The browser client's page test (tests/integration/test_browser_page.py): Pyodide and the page's wheels in a cache
+# (`docs/try_page.py fetch`: the npm package `pyodide`, cloudpickle and typing_extensions from PyPI; nothing is fetched
+# at test time), and an environment of the page's Python (3.13) for the cluster it connects to, since a scheduler
+# refuses a client of another Python minor: .venv-3.13, the one test-pythons uses too. Without npm or a Python 3.13
+# (pyenv's, or python3.13 on PATH) that test skips, saying why.
+BROWSER_PYTHON ?= 3.13
+browser-tools: $(STAMP)
+	@if command -v npm >/dev/null 2>&1; then $(BIN)/python docs/try_page.py fetch >/dev/null || echo "browser-tools: could not fetch Pyodide: the browser page test will skip"; \
+	else echo "browser-tools: no npm here: the browser page test will skip"; fi
+	@interpreter=""; \
+	for candidate in $$(ls -d $$HOME/.pyenv/versions/$(BROWSER_PYTHON).*/bin/python 2>/dev/null) $$(command -v python$(BROWSER_PYTHON)); do \
+		if $$candidate -c "import venv" >/dev/null 2>&1; then interpreter=$$candidate; fi; \
+	done; \
+	venv=.venv-$(BROWSER_PYTHON); \
+	if [ -z "$$interpreter" ]; then echo "browser-tools: no Python $(BROWSER_PYTHON) here: the browser page test will skip"; \
+	elif [ ! -f $$venv/.browser-cluster ] || [ pyproject.toml -nt $$venv/.browser-cluster ]; then \
+		{ [ -x $$venv/bin/python ] || $$interpreter -m venv $$venv; } && $$venv/bin/python -m pip install --quiet -e ".[websocket]" && touch $$venv/.browser-cluster \
+			|| echo "browser-tools: could not install scaler for Python $(BROWSER_PYTHON): the browser page test will skip"; \
+	fi
+
 # Four test processes on a 2-core machine: most tests wait on real processes, sockets, timeouts and fake-cloud boots
 # (with two, the load average of a whole run stayed near 1; three took 19 minutes), so more processes keep the cores
 # busy; the longest tests start first (tests/ordering.py) and each process takes the next test when it frees up
@@ -56,14 +78,14 @@ TEST_PROCESSES ?= 4
 # The container engine of the one test that runs ECS tasks as containers of the worker image (root and apt-get
 # only, otherwise that test skips): docker/test-engine.sh starts Debian's dockerd with no bridge and no iptables
 # rules before the suite, and stops it after (only if it started it).
-test: $(STAMP) test-tools
+test: $(STAMP) test-tools browser-tools
 	@sh docker/test-engine.sh start
 	@status=0; $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCESSES) --dist loadgroup --no-loadscope-reorder || status=$$?; \
 		sh docker/test-engine.sh stop; exit $$status
 
 lint: $(STAMP)
-	$(BIN)/ruff check scaler tests benchmarks examples docs/*.py
-	$(BIN)/ruff format --check scaler tests benchmarks examples docs/*.py
+	$(BIN)/ruff check scaler rehearsal tests benchmarks examples docs/*.py
+	$(BIN)/ruff format --check scaler rehearsal tests benchmarks examples docs/*.py
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
@@ -83,7 +105,7 @@ test-pythons:
 		if [ -z "$$interpreter" ]; then echo "test-pythons: Python $$version not found on this machine: skipped"; continue; fi; \
 		venv=.venv-$$version; \
 		[ -x $$venv/bin/python ] || $$interpreter -m venv $$venv || exit 1; \
-		$$venv/bin/python -m pip install --quiet -e ".[test]" || exit 1; \
+		$$venv/bin/python -m pip install --quiet -e ".[test]" -e ./rehearsal || exit 1; \
 		echo "pure tiers on $$($$venv/bin/python --version)"; \
 		$$venv/bin/python -m pytest -q -p no:cacheprovider -n 2 tests/unit tests/simulation || exit 1; \
 	done
@@ -93,7 +115,7 @@ benchmark: $(STAMP)
 	$(BIN)/python benchmarks/run.py $(ARGS)
 
 clean:
-	rm -rf $(VENV) .venv-3.* build *.egg-info
+	rm -rf $(VENV) .venv-3.* build *.egg-info rehearsal/build rehearsal/*.egg-info
 
 # The documentation site (the docs extra): the pages of docs/ with Sphinx and MyST, navigation from docs/index.md,
 # the API reference from the docstrings with pdoc, in build/docs/html (open index.html); any warning fails it

@@ -28,11 +28,11 @@ import time
 from pathlib import Path
 
 from scaler import Client
-from scaler.fake_cloud.cloud import FakeCloud
 from scaler.io.address import free_tcp_port_block
 from scaler.monitor.feed import FeedReader
 from scaler.protocol import messages as m
 from scaler.protocol.feed import STATUS_TOPIC
+from scaler_rehearsal.fake_cloud.cloud import FakeCloud
 
 BIN = Path(sys.executable).parent
 COOLDOWN_SECONDS = 2

@@ -24,11 +24,11 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from scaler import Client
-from scaler.fake_cloud.cloud import FakeCloud
 from scaler.io.address import free_tcp_port_block
 from scaler.monitor.feed import FeedReader
 from scaler.protocol import messages as m
 from scaler.protocol.feed import STATUS_TOPIC
+from scaler_rehearsal.fake_cloud.cloud import FakeCloud
 
 BIN = Path(sys.executable).parent
 PRICES = {"spot": 0.05, "fast": 0.20}

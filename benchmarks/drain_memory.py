@@ -10,7 +10,7 @@ allocated during the rounds grouped by where they were made.
 
 `--rounds N`: N such drains on one scheduler, each with a client of its own (the harness's soak, without sockets).
 The workers' results carry run stamps as a real processor's do (`--no-ran`: none, as the harness's fake workers send).
-Not a test: figures for benchmarks/notes/scale.md.
+Not a test: the in-process figures of docs/guide/scale.md, "Why it stays small".
 """
 
 from __future__ import annotations

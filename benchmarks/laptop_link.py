@@ -15,8 +15,8 @@ Ray's and Dask's clusters on this machine's loopback, their clients talking only
 client server, Dask's scheduler). The goals: round trips within a few ms of the link's; maps and submits within a
 handful of round trips of loopback; bulk data at 80% or more of the link's bandwidth; ahead of both peers on every
 row. With `--rounds N` the systems take turns N times (ours, dask, ray, ours, ...) and the table shows each figure's
-median (every round's figures are in the JSON). Results: benchmarks/results/laptop_link-<timestamp>.json;
-benchmarks/NOTES.md has the table.
+median (every round's figures are in the JSON). Results: benchmarks/results/laptop_link-<timestamp>.json; the
+figures docs/performance.md shows ("Beyond one machine") come from it.
 """
 
 import argparse
@@ -141,7 +141,7 @@ def measured_round_trip(args: argparse.Namespace, pings: int = 200) -> float:
 
 def link_bits(text: str) -> float:
     sys.path.insert(0, str(BENCH_DIR.parent))
-    from scaler.fake_cloud.link import parse_bandwidth
+    from scaler_rehearsal.fake_cloud.link import parse_bandwidth
 
     return parse_bandwidth(text)
 

@@ -9,7 +9,7 @@
 Each system lives in its own venv under benchmarks/.venvs/ (built on first use). Each run is a fresh process
 of that venv's python running benchmarks/workloads/main.py, which starts its own 2-worker local cluster and
 prints one JSON result line. Systems alternate run by run. Raw results: benchmarks/results/<timestamp>.json.
-See benchmarks/NOTES.md.
+benchmarks/README.md says which runs make the figures of docs/performance.md.
 """
 
 import argparse

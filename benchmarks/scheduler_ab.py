@@ -6,16 +6,17 @@ change, and CPU per task beside them. The A/B to run for every change to the sch
     python benchmarks/scheduler_ab.py --before v1 --after v2  # two commits
     python benchmarks/scheduler_ab.py --cpu-only              # without valgrind: CPU per task only
 
-Each tree (`git archive REV scaler`, or this checkout's working tree) runs `scheduler_cost.py`'s driver, the real shell's
-inbound handler around the real core, in a process of its own with that tree first on PYTHONPATH, on the allocator its
-scheduler process runs on (glibc's malloc with fixed thresholds where the tree has `scheduler/allocator.py`, CPython's
-otherwise) and with its collector's thresholds. Two shapes: `w1` (a client's tasks 64 to a message, results in bursts, as
-W1 brings them) and `w3` (one task at a time: a submission, a result, an answer, as W3's round trips). For each, the
-trees run in turn, `--rounds` times: under `valgrind --tool=callgrind`, counting only the timed parts of the last of two
-rounds of the driver (its `--collect`: the warm-up round and the driver's own encoding are not counted), and without it,
-for the CPU per task (the best of three rounds of `--cpu-tasks`). Instructions are the figure to compare: the same tree
-gives the same count to a few parts in a million, busy machine or not; the CPU figures move with the machine's load.
-What it leaves out: ZeroMQ, the event loop and the outbox's timers (`scale/`, `route_cost.py` measure real processes).
+Each tree (`git archive REV scaler`, or this checkout's working tree) runs `scheduler_cost.py`'s driver, the real
+shell's inbound handler around the real core, in a process of its own with that tree first on PYTHONPATH, on the
+allocator its scheduler process runs on (glibc's malloc with fixed thresholds where the tree has
+`scheduler/allocator.py`, CPython's otherwise) and with its collector's thresholds. Two shapes: `w1` (a client's tasks
+64 to a message, results in bursts, as W1 brings them) and `w3` (one task at a time: a submission, a result, an answer,
+as W3's round trips). For each, the trees run in turn, `--rounds` times: under `valgrind --tool=callgrind`, counting
+only the timed parts of the last of two rounds of the driver (its `--collect`: the warm-up round and the driver's own
+encoding are not counted), and without it, for the CPU per task (the best of three rounds of `--cpu-tasks`).
+Instructions are the figure to compare: the same tree gives the same count to a few parts in a million, busy machine or
+not; the CPU figures move with the machine's load. What it leaves out: ZeroMQ, the event loop and the outbox's timers
+(`scale/`, `route_cost.py` measure real processes).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--before", default="main", help="the commit to compare against (default: %(default)s)")
     parser.add_argument("--after", default="", help="a commit instead of this checkout's working tree")
-    parser.add_argument("--shapes", default="w1,w3", help="from: %s" % ",".join(SHAPES))
+    parser.add_argument("--shapes", default="w1,w3", help=f"from: {','.join(SHAPES)}")
     parser.add_argument("--tasks", type=int, default=2000, help="tasks counted under callgrind, per tree and shape")
     parser.add_argument("--cpu-tasks", type=int, default=10_000, help="tasks a CPU round runs")
     parser.add_argument("--rounds", type=int, default=1, help="each tree's turns, alternated")

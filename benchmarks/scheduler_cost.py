@@ -11,7 +11,7 @@ inline value, run stamps, the worker's id), a burst of frames at a time; every `
 the shell does. Each worker has one processor, whose link takes its tasks and brings their results (its hello also
 says the worker lends it, so that a tree from before the one route runs the same shape). `--spaced`: U1's
 shape (tasks of 2 ms: each result reaches the scheduler alone, a step of its own; with `--batch 1 --queued 5000`, as
-its client submits); `scheduler_u1_cost.py` measures that shape in real processes. What it leaves out:
+its client submits). What it leaves out:
 ZeroMQ (each frame about 3-4 us of the socket's own CPU, most in its I/O thread), the event loop and CURVE checks
 (no keys here). The garbage collector runs with the scheduler process's thresholds (`YOUNG_COLLECTION_ALLOCATIONS`,
 `MIDDLE_COLLECTION_YOUNG`).
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import gc
 import os
 import statistics
@@ -42,7 +43,7 @@ try:  # the collector's threshold the scheduler process sets (an older tree's pr
     from scaler.scheduler.process import YOUNG_COLLECTION_ALLOCATIONS
 except ImportError:
     YOUNG_COLLECTION_ALLOCATIONS = gc.get_threshold()[0]
-try:  # and its middle generation's (before part 8 of benchmarks/notes/scale.md: the interpreter's)
+try:  # and its middle generation's (an older tree's: the interpreter's)
     from scaler.scheduler.process import MIDDLE_COLLECTION_YOUNG
 except ImportError:
     MIDDLE_COLLECTION_YOUNG = gc.get_threshold()[1]
@@ -175,13 +176,18 @@ def one_round(tasks: int, batch: int, spaced: bool = False, queued: int = 0, col
     spent = 0.0
     call: Callable[[Callable[[], None]], None] = _call_through_c if collect else (lambda part: part())
 
+    def feed(peer: bytes, frames: list[bytes]) -> None:
+        """The timed part: frames read from a peer, and what the core says sent."""
+        driver.feed_frames(peer, frames)
+        driver.route()
+
     def submit(count: int) -> None:
         """The client's next `count` tasks, fed to the scheduler (timed)."""
         nonlocal submitted, spent
         frames = task_frames(driver.client, submitted, count)
         submitted += count
         started = time.process_time()
-        call(lambda: (driver.feed_frames(driver.client, frames), driver.route()) and None)
+        call(functools.partial(feed, driver.client, frames))
         spent += time.process_time() - started
 
     gc.collect()
@@ -201,7 +207,7 @@ def one_round(tasks: int, batch: int, spaced: bool = False, queued: int = 0, col
             driver.now += 0.0005
             for burst in ([result] for result in results) if spaced else [results]:
                 started = time.process_time()
-                call(lambda burst=burst: (driver.feed_frames(peer, burst), driver.route()) and None)  # type: ignore[misc]
+                call(functools.partial(feed, peer, burst))
                 spent += time.process_time() - started
     return spent / tasks
 

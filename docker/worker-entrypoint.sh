@@ -1,1 +1,1 @@
-../scaler/fake_cloud/image/worker-entrypoint.sh
+../rehearsal/scaler_rehearsal/fake_cloud/image/worker-entrypoint.sh

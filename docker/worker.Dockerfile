@@ -39,6 +39,6 @@ RUN if [ -n "$PYTHONS" ]; then UV_PYTHON_DOWNLOADS=automatic uv python install $
          && uv venv --python "$DEFAULT_PYTHON" /tmp/warm && uv pip install --python /tmp/warm/bin/python -r /tmp/baked.txt \
          && rm -rf /tmp/warm /tmp/baked.txt; \
        fi
-COPY scaler/fake_cloud/image/worker-entrypoint.sh /usr/local/bin/scaler-worker-entrypoint
+COPY rehearsal/scaler_rehearsal/fake_cloud/image/worker-entrypoint.sh /usr/local/bin/scaler-worker-entrypoint
 ENTRYPOINT ["/bin/sh", "/usr/local/bin/scaler-worker-entrypoint"]
 CMD []

@@ -1,4 +1,5 @@
-"""Build the documentation site: the pages of docs/ with Sphinx and MyST, the API reference with pdoc beside them.
+"""Build the documentation site: the pages of docs/ with Sphinx and MyST, the API reference with pdoc beside them,
+and the page "Try it in your browser" (docs/try/, assembled by docs/try_page.py with this tree's wheel) in try/.
 
     python docs/build_site.py [OUTPUT_DIR]      # `make docs`: build/docs/html (open index.html)
 
@@ -10,7 +11,9 @@ without warnings or not at all. The API reference lands in OUTPUT_DIR/api, where
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
@@ -26,13 +29,30 @@ def build_pages(output: Path, doctrees: Path) -> int:
     return build_main(["-W", "--keep-going", "-q", "-E", "-b", "html", "-d", str(doctrees), str(DOCS), str(output)])
 
 
-def api_reference_builder() -> ModuleType:
-    """docs/build_api_reference.py, which runs on its own too (a file beside this one, not a module of scaler)."""
-    spec = importlib.util.spec_from_file_location("build_api_reference", DOCS / "build_api_reference.py")
+def beside(name: str) -> ModuleType:
+    """A script of docs/ as a module (build_api_reference.py, try_page.py: files beside this one, not modules of
+    scaler; each runs on its own too)."""
+    spec = importlib.util.spec_from_file_location(name, DOCS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def build_try_page(output: Path) -> bool:
+    """The page in OUTPUT_DIR/try, with a wheel of this tree (Pyodide and the page's other wheels from the cache when
+    `make browser-tools` filled it; otherwise the page loads them from Pyodide's CDN)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        built = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", scratch, str(DOCS.parent)],
+            capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        wheels = sorted(Path(scratch).glob("scaler_compute-*.whl"))
+        if built.returncode != 0 or not wheels:
+            print(f"build_site: the try page's wheel could not be built:\n{built.stderr}", file=sys.stderr)
+            return False
+        beside("try_page").assemble(output / "try", wheels[0])
+    return True
 
 
 def main(argv: Sequence[str]) -> int:
@@ -40,7 +60,9 @@ def main(argv: Sequence[str]) -> int:
     if build_pages(output, output.parent / "doctrees") != 0:
         print("build_site: Sphinx gave warnings (above); the site must build without any", file=sys.stderr)
         return 1
-    if not api_reference_builder().build_reported(output / "api", "build_site: API reference: "):
+    if not beside("build_api_reference").build_reported(output / "api", "build_site: API reference: "):
+        return 1
+    if not build_try_page(output):
         return 1
     print(f"documentation site: {output / 'index.html'}")
     return 0

@@ -27,8 +27,9 @@ from pathlib import Path
 
 import pytest
 
-#: The packages whose modules the run's processes import from this tree.
-TREES = ("scaler", "tests")
+#: The packages whose modules the run's processes import from this tree (the rehearsals' in their distribution's
+#: folder).
+TREES = ("scaler", "rehearsal/scaler_rehearsal", "tests")
 #: Modules pytest compiles itself (asserts rewritten): `write_rewritten_tests`.
 _PYTESTS_OWN = re.compile(r"(^|/)(test_[^/]*|conftest)\.py$")
 

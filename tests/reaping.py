@@ -32,7 +32,8 @@ POLL_SECONDS = 0.5
 #: How long the reaper keeps killing a group that keeps forking.
 KILL_SECONDS = 30.0
 #: Names that carry the pid of the process that made them (the first group of each pattern).
-NAMESPACE_NAMES = (re.compile(r"^sfc-(\d+)-"), re.compile(r"^scaler(\d+)n\d+$"))
+#: (the fake cloud's VPCs, test_partitioned_peers' namespaces, the rig of hosts' router and hosts: tests/rig/plan.py)
+NAMESPACE_NAMES = (re.compile(r"^sfc-(\d+)-"), re.compile(r"^scaler(\d+)n\d+$"), re.compile(r"^rig(\d+)n\d+[rh]\d*$"))
 LINK_NAMES = (re.compile(r"^sfc(\d+)h$"), re.compile(r"^sc(\d+)h\d+$"))
 #: Memory cgroups a test process made, named after it: the memory tests' limits, and its local Slurm's slurmd's group
 #: (tests/integration/slurm_cluster.py: `scaler-test-<pid>-slurm-*`, with Slurm's groups of the jobs under it).

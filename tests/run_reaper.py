@@ -10,10 +10,11 @@ What belongs to the run:
   cgroup can be made (not root), the run's processes are those whose environment carries `SCALER_TEST_RUN=<run id>`
   (set in the controller, inherited; the fake cloud's units, which start from an empty environment, escape this);
 - things named after the pid of a process of the run (the watchdog records every pid it sees in the run's groups):
-  network namespaces (the fake cloud's `sfc-<pid>-...`, test_partitioned_peers' `scaler<pid>n<i>`; the iptables and
-  nft rules of the tests live in those namespaces and go with them), the host ends of their links, memory cgroups of
-  test_memory_limit (`/sys/fs/cgroup/memory/scaler-test-<pid>-...`), and the fake cloud's containers (label
-  `scaler-fake-cloud=<pid>`).
+  network namespaces (the fake cloud's `sfc-<pid>-...`, test_partitioned_peers' `scaler<pid>n<i>`, the rig of hosts'
+  `rig<pid>n<k>r` and `rig<pid>n<k>h<n>`, whose hosts' processes are killed with them; the iptables and nft rules of
+  the tests, and the rig's links and queues, live in those namespaces and go with them), the host ends of their
+  links, memory cgroups of test_memory_limit (`/sys/fs/cgroup/memory/scaler-test-<pid>-...`), and the fake cloud's
+  containers (label `scaler-fake-cloud=<pid>`).
 
 A watchdog process, started by the controller before it joins the run's group (so never reaped with it), records the
 run's pids twice a second and reaps when the controller asks (at the end of the session) or when the controller's

@@ -31,11 +31,10 @@ BEFORE_TREE = os.environ.get("SCALER_BENCH_BEFORE", "")
 if BEFORE_TREE:
     REQUIREMENTS["ours-before"] = ["-e", os.path.abspath(BEFORE_TREE)]
 SYSTEMS = tuple(REQUIREMENTS)
-#: Venvs of benchmarks beyond run.py's systems (compat_frontends.py): ours with the front ends' extras, and the
-#: systems those front ends stand in for. Not in SYSTEMS: run.py's workloads do not run on them.
+#: Venvs of benchmarks beyond run.py's systems (actor_calls.py, laptop_link.py, shared_memory.py): ours with the
+#: front ends' extras, and the systems they are compared with. Not in SYSTEMS: run.py's workloads do not run on them.
 FRONTEND_REQUIREMENTS: dict[str, list[str]] = {
     "ours-frontends": ["-e", f"{REPO_ROOT}[joblib,dask]"],
-    "frontends-dask": ["joblib==1.6.0", "dask[distributed,array]==2026.8.0"],
     "ray": ["ray==2.60.0", "numpy"],
     # Ray Client (`ray://`): the client's and the head's gRPC (benchmarks/laptop_link.py)
     "ray-client": ["ray[client]==2.60.0"],

@@ -1,9 +1,9 @@
 """The scale harness: the real scheduler process against fake workers and clients, along three axes.
 
-    cd benchmarks && ../.venv/bin/python -m scale --out scale/results/after.json
+    cd benchmarks && ../.venv/bin/python -m scale --out scale/results/run.json
     cd benchmarks && ../.venv/bin/python -m scale --axes workers --workers 100,1000 --tasks 20000   # a quick look
     PYTHONPATH=/tmp/before ../.venv/bin/python -m scale --label before --out ...   # another tree's scheduler
-    ../.venv/bin/python -m scale.plot scale/results/before.json scale/results/after.json --svg ../docs/images/scale.svg
+    ../.venv/bin/python -m scale.plot scale/results/before.json scale/results/run.json --svg /tmp/scale.svg
 
 Axes (`--axes`, all by default):
   workers  100 -> 10,000 fake workers: the scheduler's idle CPU (no status subscriber, then one), then its CPU per
@@ -15,9 +15,9 @@ Axes (`--axes`, all by default):
   client   a real Client: bytes per pending future; Client.map of 10 million small items (two real workers)
 `--turns N` runs the workers and clients axes N times in turn (every size once, then every size again), and each
 size's row gives the median over its N schedulers (`cpu_per_task_us`, `idle_cpu_percent`; each turn's figure in
-`..._turns`): one scheduler's median moved by a sixth between runs of one configuration (benchmarks/notes/scale.md,
-part 7), more than the gaps the targets ask about, so that sizes measured in different schedulers at different
-moments compare badly.
+`..._turns`): one scheduler's median moves by up to a sixth between runs of one configuration on a shared 2-core
+machine, more than the gaps between sizes, so that sizes measured in different schedulers at different moments
+compare badly.
 Every run checks that nothing was lost or duplicated (each task answered once, sent to a worker once). Figures are
 the scheduler process's own (CPU seconds and RSS, from psutil). Writes one JSON file; `scale.plot` draws it.
 """

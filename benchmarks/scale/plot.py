@@ -1,9 +1,10 @@
 """The scale harness's figures as one SVG: four log-x panels (idle CPU and CPU per task against workers, CPU per task
 against clients, bytes per queued task against the queue), each run a curve, the targets dashed in red, and the
-other systems' figures (`--others`, JSON written by `scale.others`) as labelled levels. No chart library.
+other systems' figures (`--others`, JSON written by `scale.others`) as labelled levels: the lab plot of the notes.
+The Scale page's figure, for a reader, is `scale.figure`'s. No chart library.
 
-    cd benchmarks && ../.venv/bin/python -m scale.plot scale/results/before.json scale/results/after.json \
-        --others scale/results/others.json --svg ../docs/images/scale.svg
+    cd benchmarks && ../.venv/bin/python -m scale.plot scale/results/before.json scale/results/after-part8.json \
+        --others scale/results/others.json --svg scale/results/lab.svg
 """
 
 from __future__ import annotations

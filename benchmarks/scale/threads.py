@@ -5,7 +5,7 @@
 
 The harness's scheduler and fleet (`scale.processes`); once the workers registered and had the cluster's heartbeat
 period, each thread's CPU seconds (`/proc/<pid>/task/<tid>/stat`) and context switches (`.../status`) over the
-window, in percent of a core and a second. Figures for benchmarks/notes/scale.md ("Idle: part 3"); not a test.
+window, in percent of a core and a second. The idle pace's figures (scaler/scheduler/core/pace.py); not a test.
 """
 
 from __future__ import annotations

@@ -45,6 +45,8 @@ from scaler.client.core import (
 from scaler.client.forwarded_logs import emit_records
 from scaler.errors import DisconnectedError
 from scaler.io.sockets import HEARTBEAT_TIMEOUT_SECONDS, SocketFactory, TransportSecurity
+from scaler.io.tunnel import TunnelError
+from scaler.io.tunnel.relay import refusal
 from scaler.io.waiting_reader import LoopStandby, WaitingReader, standby_loop
 from scaler.io.zmq_async import AsyncSocket, watch_events
 from scaler.io.zmq_parts import Frames, joined
@@ -496,6 +498,8 @@ class ClientAgent(Generic[FutureT]):
         self._loop = loop
         try:
             loop.run_until_complete(self._main())
+        except TunnelError as error:  # a tls://, ws:// or wss:// address refused for good (a certificate, a proxy)
+            self._lost(error, quiet=True)
         except Exception as error:
             logger.exception("client I/O thread failed")
             self._lost(DisconnectedError(f"client I/O thread failed: {error!r}"))
@@ -658,6 +662,10 @@ class ClientAgent(Generic[FutureT]):
     async def _tick_routine(self) -> None:
         while True:
             await asyncio.sleep(self._tick_seconds)
+            refused = refusal(self.address) if self.hello_reply is None else None
+            if refused is not None:  # a tunnel's certificate or proxy: waiting longer does not mend it
+                self._lost(TunnelError(refused), quiet=True)
+                return
             self._feed(self._core.on_tick, time.monotonic())
 
     @staticmethod

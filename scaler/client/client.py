@@ -14,11 +14,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
-from collections.abc import Callable, Iterable, Sized
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-from scaler.client import dask_graph, gathering, jobs, worker_calls
+from scaler.client import dask_graph, forwarded_logs, gathering, jobs, worker_calls
 from scaler.client.actors import DEFAULT_MAX_RESTARTS, ActorHandle, spec_of
 from scaler.client.cluster_view import ClusterView
 from scaler.client.display import client_rows, html_table
@@ -31,10 +30,10 @@ from scaler.client.session import Session, SessionSettings, TaskOptions
 from scaler.client.sharing import checked_priority, takes_parameter
 from scaler.client.streams import DEFAULT_WINDOW, TaskStream
 from scaler.io.sockets import HEARTBEAT_TIMEOUT_SECONDS, TransportSecurity
+from scaler.io.tunnel.tls import trust_ca_file
 from scaler.payload import processor_context
 from scaler.payload.references import ObjectReference
 from scaler.payload.serializer import DefaultSerializer, Serializer
-from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, TaskID
 
 if TYPE_CHECKING:
@@ -73,10 +72,12 @@ class Client:
         max_workers: int | None = None,
         resume_seconds: float | None = None,
         link_heartbeat_timeout_seconds: float = HEARTBEAT_TIMEOUT_SECONDS,
+        tls_ca: str | None = None,
     ) -> None:
-        """`timeout_seconds`: how long a request (object storage, a job) waits, 60 s by default, and how long a
-        silent scheduler is waited for before the futures fail with DisconnectedError: by default (None) as long as
-        the scheduler keeps this client's work when it is away (its resume window, below; at least 60 s).
+        """`timeout_seconds`: how long a request (object storage, a job) waits in silence, 60 s by default (a transfer
+        that keeps moving is never cut), and how long a silent scheduler is waited for before the futures fail with
+        DisconnectedError: by default (None) as long as the scheduler keeps this client's work when it is away (its
+        resume window, below; at least 60 s).
         `resume_seconds`: how long this client's unfinished work waits for it when it is away (its machine asleep,
         its network lost or changed): its tasks run on and their results wait; back, it gets them
         (docs/guide/bursting.md, "Working from a laptop"). None: the scheduler's window (`client_resume_seconds`, 30
@@ -96,8 +97,12 @@ class Client:
         workers' worth of spend its work holds, and the pool grows for (None: no quota); docs/guide/sharing.md.
         `link_heartbeat_timeout_seconds`: ZeroMQ pings the scheduler every third of this and ends a connection that
         does not answer within it, then connects again (a laptop that changed networks has a dead connection that
-        nothing else closes in minutes); the scheduler's `link_heartbeat_timeout_seconds` is the other side."""
-        refuse_tls_security_config(security_config)
+        nothing else closes in minutes); the scheduler's `link_heartbeat_timeout_seconds` is the other side.
+        `tls_ca`: a PEM bundle of certificate authorities this process trusts at tls:// and wss:// addresses, besides
+        the system's (or `SSL_CERT_FILE`'s); the server's certificate and name are checked (docs/security.md)."""
+        trust_security_config(security_config)
+        if tls_ca is not None:
+            trust_ca_file(tls_ca)
         settings = SessionSettings(
             profiling=profiling, timeout_seconds=timeout_seconds, stream_output=stream_output,
             heartbeat_interval_seconds=heartbeat_interval_seconds,
@@ -278,16 +283,8 @@ class Client:
     ) -> list[R]:  # fmt: skip
         """Like built-in map (stops at the shortest iterable), run on the workers; returns the results.
         `progress=True` shows a progress bar on stderr (a widget in Jupyter); `priority` as for submit_verbose."""
-        if not iterables:
-            raise TypeError("map() needs at least one iterable")
-        sizes = [len(it) for it in iterables if isinstance(it, Sized)]
-        total = min(sizes) if len(sizes) == len(iterables) else None
-        self._session.check_open()
         options = TaskOptions.of(priority, capabilities)  # checked before any item is read
-        calls = zip(*iterables, strict=False)
-        return self._maps.run(
-            fn, calls, total, options, reserialize, progress, is_map_of_one_iterable=len(iterables) == 1
-        )
+        return self._maps.map(fn, iterables, options, reserialize, progress)
 
     def starmap(
         self, fn: Callable[..., R], iterable: Iterable[Iterable[Any]], capabilities: dict[str, int] | None = None,
@@ -297,11 +294,8 @@ class Client:
         A large map travels in chunks of several calls per task (see map_chunks), streamed when its length is
         known (see map_stream). An item that raises ends the map with its exception, which names the item's
         index and arguments in a note."""
-        total = len(iterable) if isinstance(iterable, Sized) else None
-        self._session.check_open()
         options = TaskOptions.of(priority, capabilities)  # checked before any item is read
-        calls = (tuple(args) for args in iterable)
-        return self._maps.run(fn, calls, total, options, reserialize, progress)
+        return self._maps.starmap(fn, iterable, options, reserialize, progress)
 
     def get(
         self,
@@ -347,12 +341,8 @@ class Client:
         and libraries that call a Dask-style `get`; `get` keeps its own answer, `{key: value}` for a list of keys.
         Dask's local-scheduler options (`num_workers`, `pool`, ...) are accepted and mean nothing here. Needs dask
         (the `dask` extra)."""
-        try:
-            import dask  # noqa: F401
-        except ImportError:
-            raise ImportError("client.dask_get needs dask: pip install 'scaler[dask]'") from None
         self._session.check_open()
-        return dask_graph.compute(self.get, dsk, keys)
+        return dask_graph.dask_get(self.get, dsk, keys)
 
     def map_job(
         self, fn: Callable[[A], R], iterable: Iterable[A], /, *, name: str, priority: int | None = None
@@ -408,16 +398,7 @@ class Client:
     def wait_for_workers(self, n_workers: int = 1, timeout: float | None = None) -> None:
         """Wait until the scheduler has `n_workers` workers' processors connected (TimeoutError after `timeout`
         seconds; None: no limit)."""
-        if not isinstance(n_workers, int) or isinstance(n_workers, bool) or n_workers < 0:
-            raise ValueError(f"n_workers must be a whole number >= 0, not {n_workers!r}")
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self._session.worker_count < n_workers:
-            self._session.check_open()
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"only {self._session.worker_count} of {n_workers} workers connected within {timeout:g} s"
-                )
-            time.sleep(0.05)
+        worker_calls.wait_for_workers(self._session, n_workers, timeout)
 
     def cluster_view(self, monitor_address: str | None = None) -> ClusterView:
         """The scheduler's view of its workers now: each worker's processors, capabilities and the tasks it holds
@@ -450,11 +431,7 @@ class Client:
         the same logger names, with `task_id` (hex) and `worker` as record attributes. Records travel in batches;
         a task forwards at most 10,000 records (4 MiB), then one warning says how many were dropped. Tasks
         submitted before the call do not forward. Dask's spelling."""
-        if isinstance(level, str):
-            level = logging.getLevelName(level.upper())
-        if not isinstance(level, int):
-            raise ValueError(f"level must be a logging level (logging.INFO or 'INFO'), not {level!r}")
-        self._session.forward_logging(m.LogForwarding(level, logger_name or ""))
+        self._session.forward_logging(forwarded_logs.forwarding(logger_name, level))
 
     def clear(self) -> None:
         """Cancel this client's unfinished tasks and delete every object it stored."""
@@ -516,14 +493,21 @@ def actor_handle_in_task(actor_id: TaskID, class_name: str, methods: tuple[str, 
     return handle
 
 
-def refuse_tls_security_config(security_config: Any) -> None:
-    """The reference's `security_config` (TLS certificates) is accepted only as None: scaler secures its
-    connections with ZeroMQ CURVE keys instead (docs/security.md)."""
-    if security_config is not None:
+def trust_security_config(security_config: Any) -> None:
+    """The reference's `security_config` (`SecurityConfig(tls_cert, tls_key)`, given to every part of a cluster): on
+    a connecting side, its certificate is trusted as an authority (a self-signed server certificate, or a chain
+    ending with its authority), since scaler checks the server's certificate (docs/security.md); None changes
+    nothing. TlsFileError naming the file when it cannot be used."""
+    if security_config is None:
+        return
+    cert = getattr(security_config, "tls_cert", None)
+    if cert is None and not hasattr(security_config, "tls_key"):
         raise ValueError(
-            "security_config (TLS certificates) is not supported: scaler authenticates and encrypts connections "
-            "with ZeroMQ CURVE keys instead; see `scaler --docs security`"
+            f"security_config must be a SecurityConfig(tls_cert, tls_key) or None, not {security_config!r}; scaler "
+            "takes tls_ca=, and CURVE keys (docs/security.md)"
         )
+    if cert:
+        trust_ca_file(str(cert), "security_config.tls_cert")
 
 
 def _is_scaler_future(value: Any) -> bool:

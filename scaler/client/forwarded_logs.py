@@ -1,4 +1,5 @@
-"""Logging records a client's tasks emitted (`Client.forward_logging`), handed to the client's own `logging`.
+"""Logging records a client's tasks emitted (`Client.forward_logging`, which asks for them with `forwarding`), handed
+to the client's own `logging`.
 
 Each line of a `records` TaskLog is one record as the worker sent it (scaler/worker/log_forwarding.py); it is
 made a `LogRecord` again and handled by the logger of the same name here, with `task_id` (hex) and `worker` as
@@ -18,6 +19,16 @@ logger = logging.getLogger(__name__)
 #: the attributes taken from the worker's line; anything else in it is ignored
 _FIELDS = ("name", "levelno", "levelname", "msg", "created", "pathname", "lineno", "funcName", "threadName",
            "exc_text")  # fmt: skip
+
+
+def forwarding(logger_name: str | None, level: int | str) -> m.LogForwarding:
+    """What `Client.forward_logging(logger_name, level)` asks the workers for: the records of that logger and its
+    children (every logger for None) at `level` or above (a number or a name: `logging.INFO` or "INFO")."""
+    if isinstance(level, str):
+        level = logging.getLevelName(level.upper())
+    if not isinstance(level, int):
+        raise ValueError(f"level must be a logging level (logging.INFO or 'INFO'), not {level!r}")
+    return m.LogForwarding(level, logger_name or "")
 
 
 def emit_records(log: m.TaskLog) -> None:

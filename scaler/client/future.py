@@ -58,10 +58,6 @@ _DONE_STATES = frozenset(
 
 #: How long cancel() waits for the scheduler's confirmation when no timeout is given.
 DEFAULT_CANCEL_TIMEOUT_SECONDS = 30.0
-#: A result whose fetch from object storage fails is fetched again this many times (with a growing pause)
-#: before result() raises; the next result() call starts over.
-FETCH_ATTEMPTS = 3
-FETCH_RETRY_SECONDS = 0.5
 
 
 #: Held while a future's condition is made (`ScalerFuture._condition`), so that two threads get the same one.
@@ -327,22 +323,23 @@ class ScalerFuture(concurrent.futures.Future[T]):
             concurrent.futures.Future.exception(self, timeout)
 
     def _materialize(self) -> None:
+        """Turn the task's answer into its value or its error, once: both are remembered. A task that failed carries its
+        error in its answer (nothing is read from storage), so every result() and exception() call gives the same
+        error at once, whatever it is (an ObjectStorageException the task raised included). Only a successful task's
+        value that could not be read from storage (ObjectStorageException: storage silent for the client's timeout,
+        unreachable) is not the task's outcome: it is raised and not remembered, and the next call reads again."""
         if self._value is not _UNSET or self._error is not None or self._raw is None:
             return
         with self._condition:  # the future's own reentrant lock
             if self._value is not _UNSET or self._error is not None:
                 return
             assert self._reader is not None
-            for attempt in range(FETCH_ATTEMPTS):
-                try:
-                    self._value = self._reader.read(self._raw)
-                    return
-                except ObjectStorageException:
-                    # Storage did not answer: not the task's outcome. Try again a few times; if it still fails,
-                    # raise without remembering it, so that the next result() call fetches again.
-                    if attempt == FETCH_ATTEMPTS - 1:
-                        raise
-                    time.sleep(FETCH_RETRY_SECONDS * (attempt + 1))
-                except BaseException as error:
-                    self._error = error
-                    return
+            raw = self._raw
+            try:
+                self._value = self._reader.read(raw)
+            except ObjectStorageException as error:
+                if raw.status is m.ResultStatus.SUCCESS:
+                    raise
+                self._error = error
+            except BaseException as error:
+                self._error = error

@@ -8,7 +8,7 @@ arguments when its first step starts, and a stored one might be deleted, by `cli
 Chains of any length form (X into Y into Z ...); the first call of a chain keeps its own dependencies. X's result
 then goes straight into Y's call in the processor, instead of travelling as a task result (through the scheduler,
 or through object storage when it is large) to a task of its own: U2's 250 "make a partition, group it" pairs are
-250 tasks, not 500, and no partition is stored (benchmarks/NOTES.md, "U2: linear chains fused"). A fused task is
+250 tasks, not 500, and no partition is stored (U2 on docs/performance.md). A fused task is
 known by its steps' names ("make > group"); a failing step fails it with that step's exception.
 """
 

@@ -7,8 +7,8 @@ matrix-vector product per level), which also finds cycles: nodes left over once 
 Python work is one pass over the graph to list its edges; everything else runs in SuiteSparse:GraphBLAS.
 Deep graphs (many levels) gain nothing from it and lose a lot (a product per level over the whole graph: a chain
 of 200,000 calls would take many minutes), which is why `graph.needed_keys` uses it only for large graphs, only
-where the extra is installed, and gives up for Python's order past `MAX_LEVELS` levels (benchmarks/NOTES.md has
-the measurements).
+where the extra is installed, and gives up for Python's order past `MAX_LEVELS` levels (docs/dependencies.md, the
+`graphblas` extra).
 """
 
 from __future__ import annotations

@@ -41,8 +41,10 @@ def stream_map(
     submit: ChunkSubmitter,
     cancel: Callable[[ScalerFuture], None],
     on_chunk_done: Callable[[int], None] = lambda _items: None,
+    taken_next: Callable[[list[ScalerFuture]], None] = lambda _futures: None,
 ) -> list[Any]:
-    """The results of every call, in order; at most `window` chunks of `chunk_size` calls in flight."""
+    """The results of every call, in order; at most `window` chunks of `chunk_size` calls in flight. `taken_next` is
+    told which futures are taken next, before each is (their results may be read ahead: read_ahead.py)."""
     in_flight: deque[tuple[ScalerFuture, Chunk]] = deque()
     results: list[Any] = []
     first_item, is_first = 0, True
@@ -54,6 +56,7 @@ def stream_map(
                 is_first = False
             if not in_flight:
                 return results
+            taken_next([future for future, _ in in_flight])
             future, chunk = in_flight.popleft()
             try:
                 results.extend(future.result())

@@ -10,13 +10,14 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sized
 from typing import Any
 
 from scaler.client.future import ScalerFuture
 from scaler.client.map_chunks import MAX_CHUNK, chunk_size, chunk_size_lookahead, name_failed_item, run_chunk
 from scaler.client.map_stream import chunks_in_flight, stream_map
 from scaler.client.progress import progress_counter, wait_with_bar
+from scaler.client.read_ahead import READ_AHEAD
 from scaler.client.session import Session, TaskOptions
 from scaler.payload.processor_context import BlockingWait
 from scaler.payload.serializer import DefaultSerializer
@@ -29,6 +30,27 @@ class Mapper:
     def __init__(self, session: Session) -> None:
         self._session = session
         self._runners: dict[int, functools.partial[list[Any]]] = {}
+
+    def map(
+        self, fn: Callable[..., Any], iterables: tuple[Iterable[Any], ...], options: TaskOptions, reserialize: bool,
+        progress: bool,
+    ) -> list[Any]:  # fmt: skip
+        """`Client.map`: fn(*items) for the items of the iterables taken together, up to the shortest (as built-in
+        map)."""
+        if not iterables:
+            raise TypeError("map() needs at least one iterable")
+        sizes = [len(iterable) for iterable in iterables if isinstance(iterable, Sized)]
+        total = min(sizes) if len(sizes) == len(iterables) else None
+        calls = zip(*iterables, strict=False)
+        return self.run(fn, calls, total, options, reserialize, progress, is_map_of_one_iterable=len(iterables) == 1)
+
+    def starmap(
+        self, fn: Callable[..., Any], iterable: Iterable[Iterable[Any]], options: TaskOptions, reserialize: bool,
+        progress: bool,
+    ) -> list[Any]:  # fmt: skip
+        """`Client.starmap`: fn(*args) for each args of the iterable."""
+        total = len(iterable) if isinstance(iterable, Sized) else None
+        return self.run(fn, (tuple(args) for args in iterable), total, options, reserialize, progress)
 
     def run(
         self, fn: Callable[..., Any], calls: Iterator[tuple[Any, ...]], total: int | None, options: TaskOptions,
@@ -64,8 +86,8 @@ class Mapper:
             session.cancel_one(future.task_id)
 
         window = chunks_in_flight(session.worker_count)
-        with BlockingWait(), progress_counter(total, progress) as advance:
-            return stream_map(calls, size, window, submit, cancel, advance)
+        with BlockingWait(), progress_counter(total, progress) as advance, session.read_ahead(window) as ahead:
+            return stream_map(calls, size, window, submit, cancel, advance, ahead.ahead)
 
     def gather(
         self,
@@ -83,13 +105,15 @@ class Mapper:
                 else:
                     concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_EXCEPTION)
             values = []
-            for index, future in enumerate(futures):
-                try:
-                    values.append(future.result())
-                except Exception as error:
-                    if items is not None and calls is not None:
-                        name_failed_item(error, sum(items[:index]), items[index], calls)
-                    raise
+            with self._session.read_ahead(len(futures)) as ahead:  # results done are read several at once
+                for index, future in enumerate(futures):
+                    ahead.ahead(futures[index : index + READ_AHEAD])
+                    try:
+                        values.append(future.result())
+                    except Exception as error:
+                        if items is not None and calls is not None:
+                            name_failed_item(error, sum(items[:index]), items[index], calls)
+                        raise
             return values
         except BaseException:
             for future in futures:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from scaler.errors import MissingObjects
 from scaler.io.sockets import TransportSecurity
@@ -22,6 +22,11 @@ if TYPE_CHECKING:
 
 #: A task on its way to the scheduler: its id, its future and its encoded message.
 HeldTask = tuple[TaskID, "ScalerFuture[Any]", bytes]
+
+T = TypeVar("T")
+
+#: On a thread that reads results ahead (client/read_ahead.py): the connection of its own it reads with.
+_reading = threading.local()
 
 
 class ClientObjectStorage:
@@ -46,6 +51,8 @@ class ClientObjectStorage:
         self._own: ObjectStorageConnection | None = None
         self._others: dict[bytes, ObjectStorageConnection] = {}
         self._puts: PutPipeline[HeldTask] | None = None
+        self._readers: list[ObjectStorageConnection] = []  #: reading connections not in use (read_ahead.py)
+        self._all_readers: list[ObjectStorageConnection] = []
 
     @property
     def address(self) -> str:
@@ -57,11 +64,30 @@ class ClientObjectStorage:
         return self._puts is not None
 
     def connection(self) -> ObjectStorageConnection:
-        """The connection of this client's own objects."""
+        """The connection of this client's own objects (on a thread reading results ahead, that thread's own)."""
+        if getattr(_reading, "side", None) is self:
+            return _reading.connection  # type: ignore[no-any-return]
         with self._lock:
             if self._own is None:
                 self._own = self._connect(self._owner_id)
             return self._own
+
+    def as_reader(self, function: Callable[[], T]) -> T:
+        """`function()` on this thread with a connection of its own for this client's objects (results read ahead,
+        several at once: read_ahead.py); the connections are kept for the next ones, and closed with the others."""
+        with self._lock:
+            connection = self._readers.pop() if self._readers else None
+        if connection is None:
+            connection = self._connect(self._owner_id)
+            with self._lock:
+                self._all_readers.append(connection)
+        _reading.side, _reading.connection = self, connection
+        try:
+            return function()
+        finally:
+            _reading.side = _reading.connection = None
+            with self._lock:
+                self._readers.append(connection)
 
     def of_owner(self, owner_id: bytes) -> ObjectStorageConnection:
         """A connection that reads the objects of `owner_id` (with CURVE only a client of the same key may claim
@@ -122,9 +148,11 @@ class ClientObjectStorage:
     def close(self) -> None:
         with self._lock:
             puts, self._puts = self._puts, None
-            connections = [self._own, *self._others.values()]
+            connections = [self._own, *self._others.values(), *self._all_readers]
             self._own = None
             self._others.clear()
+            self._readers.clear()
+            self._all_readers.clear()
         for connection in connections:
             if connection is not None:
                 connection.close()

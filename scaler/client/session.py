@@ -35,6 +35,7 @@ from scaler.client.cluster_view import ClusterView
 from scaler.client.future import ScalerFuture
 from scaler.client.graph import encode_graph
 from scaler.client.object_storage_side import ClientObjectStorage, HeldTask
+from scaler.client.read_ahead import NoReadAhead, ReadAhead
 from scaler.client.sharing import checked_quota, checked_resume_seconds, checked_share, wire_priority
 from scaler.client.streams import DEFAULT_WINDOW, TaskStream
 from scaler.errors import ClientQuitException, ClientShutdownException
@@ -454,6 +455,14 @@ class Session:
         if owner_id is None:
             return ResultReader(self.serializer, self._storage.connection, keep_objects=keep_objects)
         return ResultReader(self.serializer, lambda: self._storage.of_owner(owner_id), keep_objects=keep_objects)
+
+    def read_ahead(self, count: int = 2) -> ReadAhead | NoReadAhead:
+        """For a caller about to take `count` results in turn: it tells the one it returns which it takes next, whose
+        values are then read several at once (client/read_ahead.py); on the storage's host (results mapped), or for
+        one result, nothing is."""
+        if count < 2 or self._storage.reads_locally():
+            return NoReadAhead()
+        return ReadAhead(self._storage.as_reader)
 
     # ------------------------------------------------------------ objects
 

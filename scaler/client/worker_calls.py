@@ -1,5 +1,6 @@
 """Calls that concern every worker rather than one task: `run` (a function once on each worker, Dask's
-`Client.run`) and `upload_file` (a module or package of the client's used by its tasks, Dask's `Client.upload_file`).
+`Client.run`), `upload_file` (a module or package of the client's used by its tasks, Dask's `Client.upload_file`)
+and `wait_for_workers` (until the scheduler has that many).
 
 `run` has no message of its own: tasks cannot be sent to a worker by name, so it submits rounds of tasks, each round
 enough to fill every worker; each task finds the worker it runs on (its processor's process among those the worker
@@ -41,6 +42,8 @@ NOT_FIRST_PAUSE_SECONDS = 0.2
 MARKER_KEEP_SECONDS = 3600.0
 #: The suffixes upload_file takes.
 UPLOADABLE = (".py", ".zip", ".egg", ".whl")
+#: How often wait_for_workers looks at the session's worker count (the scheduler's status updates it).
+WORKERS_POLL_SECONDS = 0.05
 
 #: worker id -> (host name, agent pid, processor pids)
 WorkerPlaces = dict[str, tuple[str, int, tuple[int, ...]]]
@@ -175,3 +178,18 @@ def upload_file(session: Session, filename: str | os.PathLike[str]) -> list[str]
         raise ValueError(f"upload_file: {path.name} is not a zip archive: {error}") from None
     session.upload(upload)
     return names
+
+
+def wait_for_workers(session: Session, n_workers: int, timeout_seconds: float | None) -> None:
+    """Until the scheduler has `n_workers` workers' processors connected; TimeoutError after `timeout_seconds` (None:
+    no limit), ConnectionError when the session closes meanwhile."""
+    if not isinstance(n_workers, int) or isinstance(n_workers, bool) or n_workers < 0:
+        raise ValueError(f"n_workers must be a whole number >= 0, not {n_workers!r}")
+    deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
+    while session.worker_count < n_workers:
+        session.check_open()
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError(
+                f"only {session.worker_count} of {n_workers} workers connected within {timeout_seconds:g} s"
+            )
+        time.sleep(WORKERS_POLL_SECONDS)

@@ -30,14 +30,21 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from scaler.cluster.cloud_units import backend_of, hub_settings
-from scaler.cluster.hub_unit import AUTHORIZED_VARIABLE, SERVER_KEY_VARIABLE
+from scaler.cluster.hub_unit import (
+    AUTHORIZED_VARIABLE,
+    SERVER_KEY_VARIABLE,
+    TLS_CERT_VARIABLE,
+    TLS_KEY_VARIABLE,
+)
 from scaler.config.sections import SchedulerConfig, WorkerConfig, WorkerManagerSettings, section_to_json
-from scaler.io.address import parse_address
+from scaler.io.address import Address, parse_address
 from scaler.io.child_processes import start_python_child
 from scaler.io.port_owner import address_in_use_problem
+from scaler.io.tunnel.front import front_addresses
 from scaler.security.key_folder import KeyFolder
 
 logger = logging.getLogger(__name__)
@@ -55,15 +62,23 @@ class HubAddresses:
     scheduler_port: int
     storage_port: int
     monitor_port: int
+    tunnel_port: int | None = None  #: where the hub serves its tunnel address (`[scaler] hub_address`), if any
 
     def inside_address(self, port: int) -> str:
         return f"tcp://{self.inside}:{port}"
 
+    def tunnel_targets(self, hub_address: str) -> list[str]:
+        """The scheduler's, object storage's and monitor's addresses at the hub's tunnel, as this machine reaches
+        them: the host of `hub_address`, or the hub's laptop-side address for a wildcard one."""
+        base = parse_address(hub_address)
+        host = self.laptop if base.host in ("0.0.0.0", "*", "") else base.host
+        return front_addresses(hub_address, host, self.tunnel_port)
+
 
 class CloudHub:
     def __init__(self, manager: WorkerManagerSettings, scheduler: SchedulerConfig, keys: KeyFolder,
-                 advertised_storage: str) -> None:  # fmt: skip
-        self._settings = hub_settings(manager)
+                 advertised_storage: str, hub_address: str | None = None) -> None:  # fmt: skip
+        self._settings = hub_settings(manager, hub_address is not None and parse_address(hub_address).is_websocket)
         self._lease_seconds = float(getattr(manager, "lease_seconds", 300.0))
         self._boot_seconds = manager.boot_timeout_seconds
         port = parse_address(scheduler.bind_address).port or 8516
@@ -76,6 +91,12 @@ class CloudHub:
             SERVER_KEY_VARIABLE: (keys.folder / "server.key_secret").read_text(),
             AUTHORIZED_VARIABLE: json.dumps(keys.authorized_texts()),
         }
+        if hub_address is not None:
+            tunnel = parse_address(hub_address)
+            program_settings["tunnel"] = str(Address(tunnel.scheme, "0.0.0.0", tunnel.port, tunnel.path))
+            if tunnel.uses_tls and scheduler.tls_cert and scheduler.tls_key:
+                environment[TLS_CERT_VARIABLE] = Path(scheduler.tls_cert).read_text()
+                environment[TLS_KEY_VARIABLE] = Path(scheduler.tls_key).read_text()
         argv = ["-m", HUB_MODULE, json.dumps(program_settings)]
 
         def program(_spec: Any, _unit_id: str, _workers: int) -> tuple[list[str], dict[str, str], str | None]:
@@ -85,6 +106,7 @@ class CloudHub:
         self._scheduler = dataclasses.replace(scheduler, advertised_object_storage_address=advertised_storage)
         self._backend: Any = None
         self.addresses: HubAddresses | None = None
+        self.api_error = ""  #: how the cloud's API last failed to answer
 
     @property
     def hub_id(self) -> str:
@@ -148,19 +170,26 @@ class CloudHub:
                     "(assignPublicIp on ECS, a public subnet on EC2) so that this machine can reach it"
                 )
             laptop = public
+        tunnel = hub.get("tunnel_port")
         return HubAddresses(unit_id, inside, laptop, int(hub["scheduler_port"]), int(hub["storage_port"]),
-                            int(hub["monitor_port"]))  # fmt: skip
+                            int(hub["monitor_port"]), int(tunnel) if tunnel else None)  # fmt: skip
 
-    def is_alive(self) -> bool:
-        """Whether the hub unit still runs (asked of the cloud)."""
+    @property
+    def lease_seconds(self) -> float:
+        """How long the hub and its units run on without a manager reaching them."""
+        return self._lease_seconds
+
+    def is_alive(self) -> bool | None:
+        """Whether the hub unit still runs (asked of the cloud); None when the cloud's API does not answer
+        (`api_error` says how)."""
         if self.addresses is None or self._backend is None:
             return False
         unit_id = self.addresses.unit_id
         try:
             units = asyncio.run(self._backend.list_units())
-        except Exception as error:  # the cloud API unreachable: say alive, the next look decides
-            logger.debug("could not list the hub: %s", error)
-            return True
+        except Exception as error:  # the cloud API unreachable (offline, the endpoint gone): not known
+            self.api_error = f"{type(error).__name__}: {error}"
+            return None
         return any(unit.unit_id == unit_id and unit.is_alive for unit in units)
 
     def stop(self) -> bool:
@@ -216,11 +245,16 @@ class Listeners:
             self._sockets.append(listener)
         self.forwarder: subprocess.Popen[bytes] | None = None
 
-    def forward(self, targets: list[tuple[str, int]]) -> subprocess.Popen[bytes]:
-        """Start the forwarder: the i-th address to the i-th (host, port)."""
-        routes = [[sock.fileno(), host, port] for sock, (host, port) in zip(self._sockets, targets, strict=True)]
+    def forward(self, targets: list[tuple[str, int]] | list[str], ca_file: str = "") -> subprocess.Popen[bytes]:
+        """Start the forwarder: the i-th address to the i-th (host, port), or to the i-th tunnel address (wss://,
+        tls://: through the environment's HTTP proxy, trusting `ca_file` besides the system's authorities)."""
+        routes = [
+            [sock.fileno(), target] if isinstance(target, str) else [sock.fileno(), target[0], target[1]]
+            for sock, target in zip(self._sockets, targets, strict=True)
+        ]
         fds = [sock.fileno() for sock in self._sockets]
-        self.forwarder = start_python_child(["scaler.cluster.forwarder", json.dumps(routes)], pass_fds=fds)
+        arguments = ["scaler.cluster.forwarder", json.dumps(routes), *([ca_file] if ca_file else [])]
+        self.forwarder = start_python_child(arguments, pass_fds=fds)
         return self.forwarder
 
     def close(self) -> None:

@@ -22,7 +22,8 @@ from scaler.cluster.cloud_units import cloud_managers
 from scaler.cluster.readiness import wait_for_scheduler
 from scaler.config.loader import LauncherFile
 from scaler.config.sections import StackSecurityConfig, WorkerManagerSettings
-from scaler.io.address import parse_address
+from scaler.io.address import TUNNEL_SCHEMES, AddressError, parse_address
+from scaler.io.tunnel.tls import TlsFileError
 from scaler.security.connection_files import (
     MONITOR_SERVICE,
     SCHEDULER_SERVICE,
@@ -32,6 +33,7 @@ from scaler.security.connection_files import (
 )
 from scaler.security.curve import CurveSecurity, curve_security
 from scaler.security.key_folder import stack_keys
+from scaler.security.tls_settings import server_certificate
 
 logger = logging.getLogger(__name__)
 
@@ -63,9 +65,14 @@ class CloudStack:
             parse_address(file.scheduler.monitor_address or str(scheduler.with_port_offset(2))).connectable()
         )
         self._listeners = Listeners([self.scheduler_address, self.storage_address, self.monitor_address])
-        self._hub = CloudHub(cloud_managers(file)[0], file.scheduler, self.keys, self.storage_address)
+        self._hub_address = file.launcher.hub_address
+        self._hub = CloudHub(
+            cloud_managers(file)[0], file.scheduler, self.keys, self.storage_address, self._hub_address
+        )
         self.hub: HubAddresses | None = None
         self._checked_at = 0.0
+        self._silent_since: float | None = None  #: since when the cloud's API has not answered
+        self.cloud_lost = False  #: the cloud's API did not answer for the hub's lease: the stack stops without it
 
     @property
     def _services(self) -> dict[str, str]:
@@ -104,6 +111,10 @@ class CloudStack:
         )
 
     def _forward(self, hub: HubAddresses) -> None:
+        if self._hub_address is not None and hub.tunnel_port is not None:
+            assert self._file.scheduler is not None
+            self._listeners.forward(hub.tunnel_targets(self._hub_address), self._file.scheduler.tls_ca or "")
+            return
         ports = (hub.scheduler_port, hub.storage_port, hub.monitor_port)
         self._listeners.forward([(hub.laptop, port) for port in ports])
 
@@ -126,13 +137,44 @@ class CloudStack:
         if not now and checked_at - self._checked_at < HUB_CHECK_SECONDS:
             return None
         self._checked_at = checked_at
-        if not self._hub.is_alive():
+        alive = self._hub.is_alive()
+        if alive is None:
+            return self._cloud_silent(checked_at)
+        if self._silent_since is not None:
+            logger.info("the cloud's API answers again")
+            self._silent_since = None
+        if not alive:
             return (
                 "the hub in the cloud ended: its lease ran out while no worker manager could reach it (this machine "
                 "asleep or cut off longer than lease_seconds), or it failed; its units end with it. Run the stack "
                 "again to start a new one"
             )
         return None
+
+    @property
+    def cloud_silent(self) -> bool:
+        """The cloud's API did not answer when last asked."""
+        return self._silent_since is not None
+
+    def _cloud_silent(self, now: float) -> str | None:
+        """The cloud's API did not answer: said once; past the hub's lease, why the stack stops (the hub and its
+        units, which no manager can reach or stop without it, end by their lease)."""
+        lease = self._hub.lease_seconds
+        if self._silent_since is None:
+            self._silent_since = now
+            logger.warning(
+                "the cloud's API does not answer (%s): this machine is offline, or the endpoint is gone; the stack "
+                "waits for it up to the hub's lease (%g s), then stops", self._hub.api_error, lease,
+            )  # fmt: skip
+            return None
+        if now - self._silent_since < lease:
+            return None
+        self.cloud_lost = True
+        return (
+            f"the cloud's API has not answered for {lease:g} s, the hub's lease ({self._hub.api_error}): the hub and "
+            "its units end by themselves when no worker manager reaches them for that long; stopping the stack. "
+            "Once the cloud answers again, `scaler FILE --down` ends whatever is left"
+        )
 
     def stop_forwarder(self) -> None:
         forwarder = self._listeners.forwarder
@@ -146,21 +188,53 @@ class CloudStack:
 
     def stop(self) -> bool:
         """After the managers have stopped their units: the forwarder, the hub, the connection files. False when
-        the hub could not be stopped (the log says why)."""
+        the hub could not be stopped (the log says why); the hub of a lost cloud is not asked (`cloud_lost`)."""
         self.stop_forwarder()
         self._listeners.close()
         unregister_connection([self.scheduler_address, self.storage_address, self.monitor_address])
-        return self._hub.stop()
+        return True if self.cloud_lost else self._hub.stop()  # a lost cloud: said already, `--down` named
 
 
 def cloud_stack_problem(file: LauncherFile) -> str | None:
     """Why this file cannot run with its scheduler in the cloud, or None."""
     if file.launcher.hub != "cloud":
-        return None
+        return '[scaler] hub_address needs hub = "cloud"' if file.launcher.hub_address else None
     if file.scheduler is None:
         return 'hub = "cloud" needs a [scheduler] section (its settings run in the hub)'
     if not cloud_managers(file):
         return 'hub = "cloud" needs an aws_raw_ecs or orb_aws_ec2 [[worker_manager]] (the hub is one of its units)'
     if file.security is not None:
         return 'hub = "cloud" makes and distributes the stack\'s own keys: remove the [security] section'
+    bound = [file.scheduler.bind_address, file.scheduler.object_storage_address, file.scheduler.monitor_address]
+    tunnelled = [address for address in bound if address and address.partition("://")[0] in TUNNEL_SCHEMES]
+    if tunnelled:
+        return (
+            f'[scheduler] {tunnelled[0]}: with hub = "cloud" this machine listens at tcp:// addresses (its forwarder '
+            "to the hub) and cannot bind a tls://, ws:// or wss:// one; the hub's own such address is [scaler] "
+            "hub_address"
+        )
+    return hub_address_problem(file)
+
+
+def hub_address_problem(file: LauncherFile) -> str | None:
+    """Why `[scaler] hub_address` cannot be used, or None: it is a tunnel address, and a TLS one has a certificate
+    to present (checked here: the hub would fail with it far away)."""
+    address = file.launcher.hub_address
+    if address is None:
+        return None
+    try:
+        parsed = parse_address(address)
+    except AddressError as error:
+        return f"[scaler] hub_address: {error}"
+    if not parsed.is_tunnel:
+        return f"[scaler] hub_address {address} is not a tls://, ws:// or wss:// address (leave it out: the tcp ports)"
+    assert file.scheduler is not None
+    try:
+        if parsed.uses_tls and server_certificate(file.scheduler) is None:
+            return (
+                f"[scaler] hub_address {address} is a TLS address: give [scheduler] tls_cert and tls_key, the "
+                'certificate the hub presents (docs/guide/bursting.md, "Through an HTTPS proxy")'
+            )
+    except TlsFileError as error:
+        return f"[scheduler] {error}"
     return None

@@ -5,6 +5,7 @@ managers, so a local stack never imports boto3."""
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 from typing import Any
 
 from scaler.config.loader import LauncherFile
@@ -26,20 +27,34 @@ def hub_id(manager: WorkerManagerSettings) -> str:
     return f"{manager.worker_manager_id}-hub"
 
 
-def hub_settings(manager: WorkerManagerSettings) -> WorkerManagerSettings:
+#: What a hub serving a WebSocket address installs besides this build of scaler: its `websocket` extra (units install
+#: without dependencies, so h11, wsproto's own, is named too).
+WEBSOCKET_DISTRIBUTIONS = ("wsproto", "h11")
+
+
+def hub_settings(manager: WorkerManagerSettings, websocket: bool = False) -> WorkerManagerSettings:
     """The settings the hub unit is launched with: the manager's (region, network, image, bucket, lease), a small
-    size, and only this build of scaler to install (the hub runs no task)."""
+    size, and only this build of scaler to install (the hub runs no task), with what a `websocket` address needs
+    (at the versions installed here, which the laptop's forwarder uses too)."""
+    requirements = "\n".join(_pinned(name) for name in WEBSOCKET_DISTRIBUTIONS) if websocket else ""
     if isinstance(manager, ECSWorkerManagerConfig):
         return dataclasses.replace(
             manager, worker_manager_id=hub_id(manager), ecs_task_cpu=HUB_ECS_CPU, ecs_task_memory=HUB_ECS_MEMORY_GB,
-            environment="requirements", ecs_python_requirements="", max_task_concurrency=1,
+            environment="requirements", ecs_python_requirements=requirements, max_task_concurrency=1,
             ecs_task_definition=f"{manager.ecs_task_definition}-hub",
         )  # fmt: skip
     assert isinstance(manager, EC2WorkerManagerConfig)
     return dataclasses.replace(
         manager, worker_manager_id=hub_id(manager), instance_type=HUB_INSTANCE_TYPE, environment="requirements",
-        requirements_txt=None, max_task_concurrency=1,
+        requirements_txt=requirements or None, max_task_concurrency=1,
     )  # fmt: skip
+
+
+def _pinned(name: str) -> str:
+    try:
+        return f"{name}=={importlib.metadata.version(name)}"
+    except importlib.metadata.PackageNotFoundError:  # the launcher refuses a wss:// hub without the extra first
+        return name
 
 
 def backend_of(manager: WorkerManagerSettings, program: Any = None, image_mode: bool = False) -> Any:

@@ -14,9 +14,10 @@ import logging
 import os
 import select
 import subprocess
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
 
-from scaler.client.client import refuse_tls_security_config
+from scaler.client.client import trust_security_config
 from scaler.client.display import cluster_rows, html_table
 from scaler.cluster.host import ForkedHost, fork_host, import_runtime, os_thread_count
 from scaler.cluster.readiness import wait_for_scheduler
@@ -26,6 +27,7 @@ from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, W
 from scaler.io.address import free_tcp_port_block, parse_address, parse_http_address
 from scaler.io.child_processes import describe_exit, start_python_child, stop_children
 from scaler.io.port_owner import address_in_use_problem
+from scaler.io.tunnel.tls import trust_ca_file
 from scaler.monitor import local_schedulers
 from scaler.security.connection_files import MONITOR_SERVICE, SCHEDULER_SERVICE, STORAGE_SERVICE
 from scaler.security.curve import security_of
@@ -57,6 +59,7 @@ class SchedulerClusterCombo:
         secure: bool = False,
         insecure: bool = False,
         dashboard: bool | str = False,
+        worker_capabilities: Sequence[dict[str, int]] | None = None,
         **settings: Unpack[ComboSettings],
     ) -> None:
         """Every connection is authenticated and encrypted with CURVE: by default with the user's keys
@@ -66,6 +69,8 @@ class SchedulerClusterCombo:
         `dashboard=True` serves the web dashboard (and its `/metrics`) from this process on a free port of
         127.0.0.1; `dashboard="HOST:PORT"` on that address; `cluster.dashboard_link` is its address, which
         `repr`, the notebook display and the display of a `Client` of this cluster show.
+        `worker_capabilities`: each worker's own capabilities, one dict per worker (their number is the number of
+        workers), in the place of `per_worker_capabilities` (the same for all).
         `scaler_policy`: a `PolicyConfig` (`scaler.config.section.scheduler`), instead of `policy_engine_type` and
         `policy_content`. `hard_processor_suspend` is accepted for the reference's callers and ignored: a waiting
         parent always yields its slot, unsuspended.
@@ -76,7 +81,7 @@ class SchedulerClusterCombo:
         on nested tasks in its processor, which runs other tasks meanwhile), `scheduler_io_threads`,
         `worker_io_threads`, `logging_level` ("WARNING" here), `policy_content` ("allocate=capability;
         scaling=no" here: tasks go only to workers with the capabilities they ask for, and the pool is fixed), ..."""
-        refuse_tls_security_config(security_config)
+        settings = _with_security_config(settings, security_config)
         if isinstance(dashboard, str):  # a bad one is refused before anything starts
             parse_http_address(dashboard, "dashboard", "127.0.0.1:50001")
         if isinstance(n_workers, str):  # SchedulerClusterCombo("tcp://...", ...) as some older code does
@@ -133,8 +138,9 @@ class SchedulerClusterCombo:
             "object_storage_server": section_to_json(storage),
             "scheduler": section_to_json(scheduler),
             "worker": section_to_json(worker),
-            "n_workers": n_workers,
+            **_workers_plan(n_workers, worker_capabilities),
         }
+        n_workers = plan["n_workers"]
         self._host: subprocess.Popen[bytes] | ForkedHost | None = None
         self._pids: dict[str, Any] = {}
         self._stopped = False
@@ -307,6 +313,32 @@ def _with_policy(settings: dict[str, Any], scaler_policy: Any) -> dict[str, Any]
             if hasattr(scaler_policy, name):
                 settings[name] = getattr(scaler_policy, name)
     return settings
+
+
+def _with_security_config(settings: ComboSettings, security_config: Any) -> ComboSettings:
+    """The settings with the reference's `SecurityConfig(tls_cert, tls_key)` as the servers' certificate (the
+    tls_cert and tls_key keywords win), and the certificate authorities of `tls_ca` (or of that certificate) trusted
+    by this process: it probes its servers, and its clients connect."""
+    trust_security_config(security_config)
+    if settings.get("tls_ca"):
+        trust_ca_file(str(settings["tls_ca"]))
+    if security_config is None:
+        return settings
+    given = {
+        "tls_cert": getattr(security_config, "tls_cert", None),
+        "tls_key": getattr(security_config, "tls_key", None),
+    }
+    return cast("ComboSettings", {**{key: value for key, value in given.items() if value}, **settings})
+
+
+def _workers_plan(n_workers: int, worker_capabilities: Sequence[dict[str, int]] | None) -> dict[str, Any]:
+    """How many workers the host starts, and each one's capabilities when they are their own."""
+    if worker_capabilities is None:
+        return {"n_workers": n_workers}
+    return {
+        "n_workers": len(worker_capabilities),
+        "worker_capabilities": [_capabilities_setting(each) for each in worker_capabilities],
+    }
 
 
 def _capabilities_setting(capabilities: dict[str, int]) -> str:

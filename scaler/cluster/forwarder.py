@@ -1,6 +1,7 @@
 """A TCP forwarder: what makes a cloud scheduler answer at the address the launcher file names.
 
-    python -m scaler.cluster.forwarder '[[listening fd, target host, target port], ...]'
+    python -m scaler.cluster.forwarder '[[listening fd, target host, target port], ...]' ['<trusted CA file>']
+    python -m scaler.cluster.forwarder '[[listening fd, "wss://HOST:PORT/PATH"], ...]' ['<trusted CA file>']
 
 The launcher binds the file's addresses (scheduler, object storage, monitor) itself and passes the listening
 sockets on; each connection accepted here is joined to a new connection to the target, and bytes are copied both
@@ -12,6 +13,11 @@ A target that cannot be reached closes the accepted connection (ZeroMQ peers con
 times a second each); it is said once when the target stops answering and once when it answers again
 (`RouteHealth`), and while it is down the connections accepted are closed without trying it again, each next try
 after a delay that doubles up to `RETRY_CAP_SECONDS`. SIGTERM ends it.
+
+A route to a tunnel address (`[scaler] hub_address`: `wss://`, `tls://`) is carried by this process's tunnel relay
+instead (`scaler.io.tunnel`): each connection accepted is joined to a new TLS or WebSocket connection to the hub,
+through the HTTP proxy the environment names, the hub's certificate checked against the system's authorities and the
+CA file given; the bytes inside are the same CURVE traffic.
 """
 
 from __future__ import annotations
@@ -137,15 +143,36 @@ def _copy(source: socket.socket, target: socket.socket) -> None:
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s forwarder %(levelname)s %(message)s")
-    routes = [(socket.socket(fileno=int(fd)), str(host), int(port)) for fd, host, port in json.loads(sys.argv[1])]
+    routes: list[tuple[socket.socket, str, int]] = []
+    tunnels: list[tuple[socket.socket, str]] = []
+    for route in json.loads(sys.argv[1]):
+        listener = socket.socket(fileno=int(route[0]))
+        if len(route) == 2:
+            tunnels.append((listener, str(route[1])))
+        else:
+            routes.append((listener, str(route[1]), int(route[2])))
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     serve(routes)
+    if tunnels:
+        _serve_tunnels(tunnels, sys.argv[2] if len(sys.argv) > 2 else "")
     while not stop.wait(1.0):  # a bounded wait: the signal's handler runs within a second whatever the threads do
         pass
     logging.shutdown()
     os._exit(0)  # the copying threads are daemons blocked in sockets: nothing of theirs needs finishing
+
+
+def _serve_tunnels(tunnels: list[tuple[socket.socket, str]], ca_file: str) -> None:
+    from scaler.io.address import parse_address
+    from scaler.io.tunnel.relay import relay
+    from scaler.io.tunnel.tls import trust_ca_file
+
+    if ca_file:
+        trust_ca_file(ca_file)
+    for listener, target in tunnels:
+        listener.setblocking(False)
+        relay().forward(listener, parse_address(target))
 
 
 if __name__ == "__main__":

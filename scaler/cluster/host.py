@@ -15,6 +15,8 @@ host is forked from it instead (`fork_host`), and `import_runtime()` has made th
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import logging
 import os
@@ -88,13 +90,22 @@ def run_host(plan: dict[str, Any], report_fd: int) -> int:
             "scaler-scheduler", configured("Scheduler", scheduler, lambda: run_scheduler(scheduler))
         ),
         "workers": [
-            fork_child("scaler-worker", configured("worker", worker, lambda: run_worker(worker)))
-            for _ in range(int(plan["n_workers"]))
+            fork_child("scaler-worker", configured("worker", each, functools.partial(run_worker, each)))
+            for each in workers_of(worker, plan)
         ],
     }
     with os.fdopen(report_fd, "w") as report:
         report.write(json.dumps(pids) + "\n")
     return _watch(pids)
+
+
+def workers_of(worker: WorkerConfig, plan: dict[str, Any]) -> list[WorkerConfig]:
+    """The settings of each of the plan's workers: `worker`, with each one's own capabilities where the plan gives
+    them (`worker_capabilities`, one setting per worker)."""
+    own = plan.get("worker_capabilities")
+    if own is None:
+        return [worker] * int(plan["n_workers"])
+    return [dataclasses.replace(worker, per_worker_capabilities=capabilities) for capabilities in own]
 
 
 # ---------------------------------------------------------------- starting the host

@@ -33,6 +33,8 @@ from typing import Any
 from scaler.cluster.readiness import wait_for_scheduler
 from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, section_from_json, section_to_json
 from scaler.io.child_processes import describe_exit, start_python_child, stop_children
+from scaler.io.tunnel.front import serve_front
+from scaler.io.tunnel.tls import ServerCertificate
 from scaler.monitor.feed import FeedReader
 from scaler.object_storage.readiness import wait_for_object_storage
 from scaler.protocol import messages as m
@@ -45,6 +47,9 @@ logger = logging.getLogger("scaler.hub")
 
 SERVER_KEY_VARIABLE = "SCALER_HUB_SERVER_KEY_TEXT"
 AUTHORIZED_VARIABLE = "SCALER_HUB_AUTHORIZED"
+#: The certificate and key (PEM text) of the hub's tunnel address (`[scaler] hub_address` with TLS).
+TLS_CERT_VARIABLE = "SCALER_HUB_TLS_CERT_TEXT"
+TLS_KEY_VARIABLE = "SCALER_HUB_TLS_KEY_TEXT"
 READY_TIMEOUT_SECONDS = 60.0
 
 
@@ -71,6 +76,10 @@ def run_hub(settings: dict[str, Any]) -> int:
         wait_for_scheduler(f"tcp://127.0.0.1:{ports[0]}", READY_TIMEOUT_SECONDS, children, security=probe)
         address = own_address()
         hub = {"address": address, "scheduler_port": ports[0], "storage_port": ports[1], "monitor_port": ports[2]}
+        if settings.get("tunnel"):
+            endpoints = (f"tcp://127.0.0.1:{ports[0]}", f"tcp://127.0.0.1:{ports[1]}", f"tcp://127.0.0.1:{ports[2]}")
+            hub["tunnel_port"] = serve_front(str(settings["tunnel"]), endpoints, _write_certificate(folder))
+            logger.info("hub serving %s (scheduler, object storage, monitor)", settings["tunnel"])
         Reporter.from_environment().send(state="running", hub=hub)
         logger.info("hub ready at %s: scheduler %d, object storage %d, monitor %d", address, *ports)
         try:
@@ -109,6 +118,17 @@ def _keep(
         reader.close()
 
 
+def _write_certificate(folder: Path) -> ServerCertificate | None:
+    cert, key = os.environ.get(TLS_CERT_VARIABLE), os.environ.get(TLS_KEY_VARIABLE)
+    if not cert or not key:
+        return None
+    cert_path, key_path = folder / "tls.pem", folder / "tls.key"
+    cert_path.write_text(cert)
+    key_path.write_text(key)
+    os.chmod(key_path, 0o600)
+    return ServerCertificate(str(cert_path), str(key_path))
+
+
 def _write_keys(folder: Path) -> tuple[str, str]:
     server = folder / "server.key_secret"
     server.write_text(os.environ[SERVER_KEY_VARIABLE])
@@ -138,6 +158,9 @@ def _sections(
         logging_config_file=None,
         curve_secret_key=server_key,
         curve_authorized_keys=authorized,
+        tls_cert=None,  # the laptop's paths: the hub's tunnel has the certificate (TLS_CERT_VARIABLE)
+        tls_key=None,
+        tls_ca=None,
     )
     return storage, scheduler
 

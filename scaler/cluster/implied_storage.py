@@ -30,7 +30,7 @@ def with_implied_storage(file: LauncherFile) -> tuple[LauncherFile, str | None]:
         parsed = parse_address(address)
     except AddressError:
         return file, None  # the scheduler refuses it, naming it
-    if parsed.scheme != "tcp" or not is_local_address(address) or address_in_use_problem(address) is not None:
+    if not parsed.has_port or not is_local_address(address) or address_in_use_problem(address) is not None:
         return file, None
     storage = storage_settings_of(scheduler, address)
     # the budget and spill settings now belong to the server the file implies (the scheduler would warn that they

@@ -13,7 +13,8 @@ The launcher then watches its children: a scheduler that exits unexpectedly
 is started again (up to 5 times, after 1, 2, 4 ... s; clients, workers and managers re-attach to it); any
 other child that exits unexpectedly stops the rest and the launcher exits non-zero. SIGINT/SIGTERM stop
 everything in reverse start order with one shared grace period, then kill whatever is left, descendants
-included (the workers managers started), so no process outlives the launcher. A second SIGINT skips the grace.
+included (the workers managers started), so no process outlives the launcher. A second SIGINT (or SIGTERM), before
+the stop or during it, means "stop now": what still runs is killed at once, said in one line.
 
 The children run in a process group of their own: a Ctrl-C in the launcher's terminal reaches the launcher alone,
 which stops them in order (each child stopping by itself at the same moment raced the launcher's stop, and a child
@@ -52,6 +53,7 @@ from scaler.protocol import messages as m
 from scaler.protocol.exit_codes import ExitCode
 from scaler.protocol.feed import STATUS_TOPIC
 from scaler.security.curve import security_of
+from scaler.security.tls_settings import trust_settings
 from scaler.worker_manager.registry import with_manager_id
 
 logger = logging.getLogger(__name__)
@@ -131,6 +133,8 @@ class Launcher:
 
     def _start_all(self) -> None:
         file = self._file
+        for section in (file.scheduler, file.object_storage_server):
+            trust_settings(section)  # this process probes its servers, and their tls_ca names whom they trust
         monitor_security: TransportSecurity | None = None
         if file.launcher.hub == "cloud":
             self._cloud = CloudStack(file, self._path)
@@ -264,7 +268,8 @@ class Launcher:
         """The watch's feed stopped answering: the stack ends when its hub did (RuntimeError), else the feed is
         read again from a new subscription (a scheduler restarted, a connection dropped in passing)."""
         self._raise_if_hub_ended()
-        logger.warning("the scheduler's monitor feed stopped answering: subscribing again")
+        if self._cloud is None or not self._cloud.cloud_silent:  # a silent cloud was said once (cloud_stack)
+            logger.warning("the scheduler's monitor feed stopped answering: subscribing again")
         if self._feed is not None:
             self._feed.close()
             self._feed = None
@@ -351,7 +356,8 @@ class Launcher:
         print(f"scaler: {child.name} restarted (pid {child.process.pid})", flush=True)
 
     def _stop_all(self) -> None:
-        stop_in_order([(child.name, child.process) for child in self._children], self._grace_seconds)
+        stop_in_order([(child.name, child.process) for child in self._children], self._grace_seconds,
+                      hurried=lambda: len(self._signals) > 1)  # fmt: skip
 
 
 def taken_port_problem(file: LauncherFile) -> str | None:

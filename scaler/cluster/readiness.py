@@ -10,6 +10,8 @@ from typing import Any
 
 from scaler.io.child_processes import describe_exit
 from scaler.io.sockets import SocketFactory, TransportSecurity
+from scaler.io.tunnel import TunnelError
+from scaler.io.tunnel.relay import refusal
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
@@ -29,8 +31,9 @@ def wait_for_scheduler(
     security: TransportSecurity | None = None,
     between_tries: Callable[[], None] | None = None,
 ) -> None:
-    """Block until the scheduler at `address` answers a hello, or raise RuntimeError. `between_tries` is called at
-    least every 50 ms: what it raises ends the wait (the launcher's stop signal)."""
+    """Block until the scheduler at `address` answers a hello, or raise RuntimeError (TunnelError for a tunnel
+    address that cannot be reached for good: a certificate that does not verify, a proxy's refusal).
+    `between_tries` is called at least every 50 ms: what it raises ends the wait (the launcher's stop signal)."""
     sockets = SocketFactory(security=security)
     probe = sockets.dealer(address, identity=new_client_id("probe"))
     info = m.ClientInfo("readiness-probe")
@@ -42,6 +45,9 @@ def wait_for_scheduler(
             if between_tries is not None:
                 between_tries()
             _check_alive(children, "a cluster process")
+            refused = refusal(address)
+            if refused is not None:  # a tunnel's certificate or proxy: waiting longer does not mend it
+                raise TunnelError(refused)
             if probe.poll(50):
                 for part in codec.split(probe.recv()):  # one message, or a batch of them joined in one part
                     reply = codec.decode(part)

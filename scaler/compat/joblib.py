@@ -17,11 +17,12 @@ cancelled.
 Nesting is bounded as joblib's own backends bound it (`ParallelBackendBase.get_nested_backend`), with the cluster in
 the place of their thread pool: a `Parallel` inside a task (nesting level 1) runs its calls as nested tasks on the same
 cluster, and one nested deeper runs them one after another in its task (joblib's SequentialBackend), so a runaway
-recursion ends in a RecursionError instead of flooding the cluster. Inside a task, "scaler" names this backend whatever
-the task imported (scaler/worker/processor/joblib_name.py). Auto-batching learns batch sizes during one `Parallel` call
-and starts afresh at the next, as joblib's backends do. The arguments that concern a pool of processes of the caller's
-(`initializer`, `initargs`, ...) raise ValueError: the cluster's workers are shared and started once (use a worker's
-`--preload`).
+recursion ends in a RecursionError instead of flooding the cluster; a task that names the backend
+(`Parallel(backend="scaler")`, `parallel_config(backend="scaler")`) keeps its level, so the same holds. Inside a task,
+"scaler" names this backend whatever the task imported (scaler/worker/processor/joblib_name.py). Auto-batching
+learns batch sizes during one `Parallel` call and starts afresh at the next, as joblib's backends do. The arguments
+that concern a pool of processes of the caller's (`initializer`, `initargs`, ...) raise ValueError: the cluster's
+workers are shared and started once (use a worker's `--preload`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from joblib import parallel_config, register_parallel_backend
-from joblib._parallel_backends import AutoBatchingMixin, ParallelBackendBase, SequentialBackend
+from joblib._parallel_backends import AutoBatchingMixin, FallbackToBackend, ParallelBackendBase, SequentialBackend
 
 from scaler.client.client import Client
 from scaler.client.future import ScalerFuture
@@ -96,7 +97,10 @@ class ScalerBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[mis
                 "code with the workers' --preload (docs/guide/migrating.md), or at the start of the function"
             )
         self.parallel = parallel
-        return self.effective_n_jobs(n_jobs)
+        n_jobs = self.effective_n_jobs(n_jobs)
+        if self._runs_in_its_task():  # as joblib's own backends fall back when they have one job
+            raise FallbackToBackend(SequentialBackend(nesting_level=self.nesting_level))
+        return n_jobs
 
     def effective_n_jobs(self, n_jobs: int | None) -> int:
         """A positive n_jobs as it is; -1 the cluster's workers (-2 one fewer, ...), but at least 2: joblib runs a
@@ -104,6 +108,8 @@ class ScalerBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[mis
         has more to give than it shows."""
         if n_jobs == 0:
             raise ValueError("n_jobs == 0 in Parallel has no meaning")
+        if self._runs_in_its_task():
+            return 1
         if n_jobs is not None and n_jobs > 0:
             return n_jobs
         workers = self._client().session.worker_count
@@ -164,6 +170,13 @@ class ScalerBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[mis
         return ScalerBackend(nesting_level=level), -1
 
     # ------------------------------------------------------------ internals
+
+    def _runs_in_its_task(self) -> bool:
+        """Named inside a task nested deeper than the first level (`Parallel(backend="scaler")` there takes the
+        level of the backend the task's batch runs under, `get_nested_backend`'s): its calls run one after another
+        in that task, as they would had the task not named the backend, so that a runaway recursion ends in a
+        RecursionError instead of flooding the cluster."""
+        return (self.nesting_level or 0) > 1
 
     def _client(self) -> Client:
         if self._given_client is not None:

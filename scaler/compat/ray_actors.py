@@ -23,7 +23,16 @@ from scaler.client.client import actor_handle_in_task
 from scaler.client.session import TaskOptions
 from scaler.compat import ray_options
 from scaler.compat.ray_errors import ActorDiedError
-from scaler.compat.ray_refs import DeferredCall, ObjectRef, Submit, cancel_task, defer, found_in, unfinished_tasks
+from scaler.compat.ray_refs import (
+    DeferredCall,
+    ObjectRef,
+    Submit,
+    cancel_task,
+    defer,
+    found_in,
+    install_ray_api,
+    unfinished_tasks,
+)
 from scaler.compat.ray_runtime import TaskInfo, hold_actor, job_id_of_caller
 from scaler.compat.ray_session import current, read_stored
 from scaler.payload import processor_context
@@ -404,6 +413,7 @@ class ActorBuilder:
             pass
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        install_ray_api()  # the class's own `ray` (Ray's module, imported by name) is this API's in the actor too
         _held_class[:] = [self.cls]
         hold_actor(self.info)
         return self.cls(*args, **kwargs)

@@ -256,6 +256,7 @@ def _call_remote(
     `num_returns` values when it is more than one, as Ray's generators with a static `num_returns`). A streaming
     generator that raised after yielding gives its values and its error (`StreamEnd`), as Ray's gives a reference
     per value yielded, then one raising its error."""
+    install_ray_api()  # the function's own `ray` (Ray's module, imported by name) is this API's in the task too
     retries_left = -1 if retry is None else retry[0]
     while True:
         try:

@@ -24,11 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scaler.client.cluster_view import ClusterView, ClusterWorker
-from scaler.compat.ray_session import current
+from scaler.compat.ray_session import GPU_CAPABILITY, current
 from scaler.payload import processor_context
-
-#: scaler's capability name for Ray's "GPU" (ray.init(num_gpus=...), @ray.remote(num_gpus=...))
-GPU_CAPABILITY = "gpu"
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ local cluster (as Ray does), and inside a task the session is a client of the ta
 from __future__ import annotations
 
 import functools
+import math
 import os
 import threading
 import time
@@ -26,6 +27,9 @@ CLIENT_SETTINGS = frozenset({"profiling", "timeout_seconds", "serializer", "stre
 #: Options of `ray.init` that change nothing here and are accepted (they concern Ray's own logging and dashboard).
 #: The local cluster's policy when `ray.init` gives it resources: tasks go only to workers offering what they ask for.
 CAPABILITY_POLICY = "allocate=capability;scaling=no"
+
+#: scaler's capability name for Ray's "GPU" (ray.init(num_gpus=...), @ray.remote(num_gpus=...))
+GPU_CAPABILITY = "gpu"
 
 HARMLESS_INIT_OPTIONS = frozenset({"logging_level", "log_to_driver", "include_dashboard", "configure_logging"})
 
@@ -90,10 +94,11 @@ def init(address: str | None = None, *, num_cpus: int | None = None, num_gpus: i
          ignore_reinit_error: bool = False, **options: Any) -> None:  # fmt: skip
     """Ray's `init`: `address` None, "auto" or "local" starts a local cluster; a scaler address (tcp://host:port)
     connects to that scheduler. The local cluster's resources, as Ray's node's: `num_cpus` workers (one task at a
-    time each; default one per CPU); `num_gpus` and `resources` make each worker offer the capabilities "gpu" and
-    the resources' names, so tasks asking for them run there (scaler matches capabilities by name: amounts are not
-    counted down per task as Ray's are); `object_store_memory` is accepted and means nothing (object storage is not
-    sized up front). With an address, the resource options raise ValueError, as Ray's do: the cluster has its own."""
+    time each; default one per CPU); `num_gpus` and `resources` are the node's, spread over its workers as the
+    capabilities "gpu" and the resources' names (`node_capabilities`), so tasks asking for them run there (scaler
+    matches capabilities by name: amounts are not counted down per task as Ray's are); `object_store_memory` is
+    accepted and means nothing (object storage is not sized up front). With an address, the resource options raise
+    ValueError, as Ray's do: the cluster has its own."""
     unsupported = sorted(set(options) - HARMLESS_INIT_OPTIONS)
     if unsupported:
         raise NotImplementedError(f"ray.init({', '.join(unsupported)}=...) is not supported by scaler.compat.ray")
@@ -106,11 +111,12 @@ def init(address: str | None = None, *, num_cpus: int | None = None, num_gpus: i
             raise RuntimeError("Maybe you called ray.init twice by accident? Call ray.shutdown() first.")
         local = address in (None, "auto", "local")
         if local:
-            capabilities = _capabilities(num_gpus, resources)
-            settings: dict[str, Any] = {}
-            if capabilities:  # and the policy that honours them (the default, spelled out: ray.init's are routed)
-                settings = {"per_worker_capabilities": capabilities, "policy_content": CAPABILITY_POLICY}
-            scaler_init(None, n_workers=num_cpus, **settings)
+            workers = num_cpus if num_cpus is not None else (os.cpu_count() or 1)
+            capabilities = node_capabilities(workers, num_gpus, resources)
+            if capabilities is None:
+                scaler_init(None, n_workers=workers)
+            else:  # and the policy that honours them (the default, spelled out: ray.init's are routed)
+                scaler_init(None, n_workers=workers, worker_capabilities=capabilities, policy_content=CAPABILITY_POLICY)
             return
         given = [name for name, value in (("num_cpus", num_cpus), ("num_gpus", num_gpus), ("resources", resources))
                  if value is not None]  # fmt: skip
@@ -122,11 +128,31 @@ def init(address: str | None = None, *, num_cpus: int | None = None, num_gpus: i
         scaler_init(address)
 
 
-def _capabilities(num_gpus: int | None, resources: dict[str, float] | None) -> dict[str, int]:
-    capabilities = {name: -1 for name, amount in (resources or {}).items() if amount}
+def node_capabilities(
+    workers: int, num_gpus: float | None, resources: dict[str, float] | None
+) -> list[dict[str, int]] | None:
+    """Each worker's capabilities for a node of `workers` CPUs with Ray's `num_gpus` GPUs and `resources`: every
+    amount spread over the workers (`spread`), so that the workers together offer what the node has, as Ray counts
+    it (`ray.init(num_cpus=2, num_gpus=1)`: one worker offers the GPU, and `cluster_resources()["GPU"]` is 1);
+    None when the node has neither."""
+    wanted = {name: amount for name, amount in (resources or {}).items() if amount}
     if num_gpus:
-        capabilities["gpu"] = -1
+        wanted[GPU_CAPABILITY] = num_gpus
+    if not wanted:
+        return None
+    capabilities: list[dict[str, int]] = [{} for _ in range(workers)]
+    for name, amount in wanted.items():
+        for each, share in zip(capabilities, spread(amount, workers), strict=True):
+            if share:
+                each[name] = share
     return capabilities
+
+
+def spread(amount: float, workers: int) -> list[int]:
+    """`amount` of a resource over `workers` workers, in whole units (a fraction rounded up to one), the first
+    workers taking one more when it does not divide: 3 over 2 is [2, 1], 1 over 2 is [1, 0]."""
+    units = max(1, math.ceil(amount))
+    return [units // workers + (1 if index < units % workers else 0) for index in range(workers)]
 
 
 def shutdown() -> None:

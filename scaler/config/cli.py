@@ -102,8 +102,6 @@ UNSUPPORTED_FLAGS: dict[tuple[str, ...], str] = {
     ("-awu", "--adapter-webhook-urls"): "scaler 1.12's flag is not supported: worker managers connect to the "
     "scheduler themselves (scaler_worker_manager TYPE SCHEDULER_ADDRESS)",
     ("-qs", "--per-worker-queue-size"): "scaler 1.9's flag is not supported: give -wtqs/--per-worker-task-queue-size",
-    ("-tc", "--tls-cert", "-tk", "--tls-key"): "TLS is not supported (ZeroMQ has no tls://): connections are "
-    "secured with CURVE keys instead, by default with this user's (`scaler --docs security`)",
 }
 
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")

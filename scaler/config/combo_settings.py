@@ -11,6 +11,9 @@ from typing import TypedDict
 
 
 class ComboSettings(TypedDict, total=False):
+    tls_ca: str | None  #: PEM bundle of the certificate authorities trusted at tls:// and wss...
+    tls_cert: str | None  #: PEM certificate (with its chain) presented at the tls:// and wss://...
+    tls_key: str | None  #: the PEM private key of --tls-cert (unencrypted)
     logging_level: str  #: log level
     logging_paths: tuple[str, ...]  #: where logs go: /dev/stdout, /dev/stderr or file paths
     logging_config_file: str | None  #: a Python logging .conf file; overrides the other logging settings
@@ -36,6 +39,7 @@ class ComboSettings(TypedDict, total=False):
     heartbeat_interval_seconds: float  #: worker heartbeat period
     task_timeout_seconds: float  #: stop a task running longer than this; 0 for no limit
     death_timeout_seconds: float  #: a worker without scheduler contact this long exits
+    host_cache: bool  #: on a host other than the object storage's, read objects through one...
     garbage_collect_interval_seconds: float  #: period of garbage collection in processors
     trim_memory_threshold_bytes: int  #: resident memory above which processors return freed memory to the O...
     nested_parents: str  #: where a task waiting on its nested tasks waits: 'thread' parks it i...

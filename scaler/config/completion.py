@@ -17,8 +17,10 @@ from collections.abc import Sequence
 COMPLETION_VARIABLE = "_ARGCOMPLETE"
 #: Shells argcomplete writes registration code for.
 SHELLS = ("bash", "zsh", "fish", "tcsh", "powershell")
-#: Every console script of the package is a function of a module in this package.
-ENTRY_POINTS_PACKAGE = "scaler.entry_points."
+#: Every console script of scaler is a function of a module in one of these packages: the product's, and its
+#: rehearsals' (the scaler-rehearsal distribution the `fake-cloud` and `fake-kubernetes` extras install; only named
+#: here, never imported).
+ENTRY_POINTS_PACKAGES = ("scaler.entry_points.", "scaler_rehearsal.entry_points.")
 
 
 class CompletionUnavailable(Exception):
@@ -77,11 +79,11 @@ def worker_manager_completion_parser(prog: str, names: Sequence[str], type_name:
 
 
 def command_names() -> list[str]:
-    """The installed console scripts of this package, sorted."""
+    """The installed console scripts of scaler and of its rehearsals, sorted."""
     from importlib.metadata import entry_points
 
     scripts = entry_points(group="console_scripts")
-    return sorted({script.name for script in scripts if script.value.startswith(ENTRY_POINTS_PACKAGE)})
+    return sorted({script.name for script in scripts if script.value.startswith(ENTRY_POINTS_PACKAGES)})
 
 
 def shell_code(shell: str) -> str:

@@ -37,6 +37,8 @@ EXAMPLES: tuple[ExampleFile, ...] = (
                 "the first is full"),
     ExampleFile("cost_tiers", "cost_tiers.toml", "two priced tiers under the cost policy: a cheap slow one, a dear "
                 "fast one"),
+    ExampleFile("web", "web.toml", "the local stack on ws:// addresses, for the client in a web page (Try it in your "
+                "browser)"),
     ExampleFile("secure_local", "secure_local.toml", "the local stack with CURVE keys on every connection (make the "
                 "keys first)"),
     ExampleFile("aws_ecs", "aws_ecs.toml", "workers in AWS ECS Fargate tasks (rehearse on scaler_fake_cloud)"),

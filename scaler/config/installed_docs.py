@@ -26,13 +26,13 @@ from scaler.config.toml_file import ConfigError
 DOCS_FOLDER = "docs"
 
 
-def _root() -> Traversable:
+def docs_root() -> Traversable:
     return resources.files("scaler") / DOCS_FOLDER
 
 
 def page_names() -> list[str]:
     """Every page that ships: the reference pages, then the guide's."""
-    root = _root()
+    root = docs_root()
     names: list[str] = []
     for folder, prefix in ((root, ""), (root / "guide", "guide/")):
         if folder.is_dir():
@@ -54,8 +54,15 @@ def find_page(name: str) -> str:
 
 
 def page_text(name: str) -> str:
-    """The text of a page, as it ships, with the settings' defaults it names filled in (`doc_values.fill`)."""
-    return fill((_root() / f"{find_page(name)}.md").read_text(encoding="utf-8"))
+    """The Markdown of a page, as it ships, with the settings' defaults it names filled in (`doc_values.fill`)."""
+    return fill((docs_root() / f"{find_page(name)}.md").read_text(encoding="utf-8"))
+
+
+def page_for_terminal(name: str) -> str:
+    """What `scaler --docs NAME` prints: the page as text for a terminal (`docs_text`)."""
+    from scaler.config.docs_text import page_as_text
+
+    return page_as_text(find_page(name), page_text(name), page_title)
 
 
 def docs_listing(prog: str) -> str:
@@ -65,12 +72,13 @@ def docs_listing(prog: str) -> str:
     names = page_names()
     width = max((len(name) for name in names), default=0)
     for name in names:
-        lines.append(f"  {name:<{width}}  {_title(name)}")
+        lines.append(f"  {name:<{width}}  {page_title(name)}")
     return "\n".join(lines)
 
 
-def _title(name: str) -> str:
-    for line in (_root() / f"{name}.md").read_text(encoding="utf-8").splitlines():
+def page_title(name: str) -> str:
+    """A page's title: its first heading."""
+    for line in (docs_root() / f"{find_page(name)}.md").read_text(encoding="utf-8").splitlines():
         if line.startswith("#"):
             return line.lstrip("#").strip()
     return ""

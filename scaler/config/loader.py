@@ -401,9 +401,12 @@ def connectable_address(bind_address: str) -> str:
     is this machine's loopback address; anything else is itself. (The same rule as
     `scaler.io.address.Address.connectable`, which this layer may not import.)"""
     scheme, separator, rest = bind_address.partition("://")
-    host, colon, port = rest.rpartition(":")
-    if scheme == "tcp" and separator and colon and host in ("*", "0.0.0.0"):
-        return f"tcp://127.0.0.1:{port}"
+    authority, slash, path = rest.partition("/")
+    host, colon, port = authority.rpartition(":")
+    if not colon:
+        host = authority
+    if scheme in ("tcp", "tls", "ws", "wss") and separator and host in ("*", "0.0.0.0"):
+        return f"{scheme}://127.0.0.1{colon}{port}{slash}{path}"
     return bind_address
 
 

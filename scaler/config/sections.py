@@ -86,7 +86,34 @@ class CurveServerSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ObjectStorageServerConfig(LoggingSettings, CurveServerSettings):
+class TlsClientSettings:
+    """What a connecting side trusts at tls:// and wss:// addresses: docs/security.md."""
+
+    tls_ca: str | None = setting(
+        None,
+        help="PEM bundle of the certificate authorities trusted at tls:// and wss:// addresses, besides the "
+        "system's (or SSL_CERT_FILE's)",
+        combo=True,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class TlsServerSettings(TlsClientSettings):
+    """The certificate a server presents at the tls:// and wss:// addresses it binds: docs/security.md."""
+
+    tls_cert: str | None = setting(
+        None,
+        help="PEM certificate (with its chain) presented at the tls:// and wss:// addresses bound",
+        short=("-tc",),
+        combo=True,
+    )
+    tls_key: str | None = setting(
+        None, help="the PEM private key of --tls-cert (unencrypted)", short=("-tk",), combo=True
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObjectStorageServerConfig(LoggingSettings, CurveServerSettings, TlsServerSettings):
     bind_address: str = setting(
         help="address to listen on, e.g. tcp://127.0.0.1:8517",
         positional=True,
@@ -115,7 +142,7 @@ class ObjectStorageServerConfig(LoggingSettings, CurveServerSettings):
 
 
 @dataclass(frozen=True, kw_only=True)
-class SchedulerConfig(LoggingSettings, CurveServerSettings):
+class SchedulerConfig(LoggingSettings, CurveServerSettings, TlsServerSettings):
     bind_address: str = setting(
         help="address clients, workers and managers connect to, e.g. tcp://127.0.0.1:8516",
         positional=True,
@@ -142,6 +169,13 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
     )
     monitor_address: str | None = setting(
         None, help="where status snapshots are published (default: scheduler port + 2)", short=("-ma",)
+    )
+    tunnel_address: str | None = setting(
+        None,
+        help="a second way in for peers that can only use TLS or WebSocket (a laptop behind an HTTPS proxy), e.g. "
+        "wss://0.0.0.0:443: the scheduler, its object storage and its monitor are served there too (at /, /storage "
+        "and /monitor of a ws:// or wss:// address; at its port, +1 and +2 of a tls:// one), with --tls-cert and "
+        "--tls-key; clients there give object_storage_address=wss://HOST:443/storage",
     )
     status_report_interval_seconds: float = setting(
         1.0,
@@ -319,7 +353,7 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
 
 
 @dataclass(frozen=True, kw_only=True)
-class WorkerSettings(LoggingSettings, CurveClientSettings):
+class WorkerSettings(LoggingSettings, CurveClientSettings, TlsClientSettings):
     """Flags every worker shares, whoever starts it (scaler_cluster, a worker manager, scaler_worker)."""
 
     object_storage_address: str | None = setting(
@@ -356,9 +390,16 @@ class WorkerSettings(LoggingSettings, CurveClientSettings):
     )
     storage_timeout_seconds: float = setting(
         60,
-        help="how long a task's request to the object storage (an argument's read, a result's write) waits for an "
-        "answer before the task fails naming the storage",
+        help="how long the object storage may stay silent while a task's request (an argument's read, a result's "
+        "write) waits before it fails naming the storage; a transfer that keeps moving is never cut",
         gt=0,
+    )
+    host_cache: bool = setting(
+        True,
+        help="on a host other than the object storage's, read objects through one cache process per host (started "
+        "by the host's first worker, shared by all of them): the host fetches each object once and its processors "
+        "map one copy; False: each processor reads its own copy from the storage server",
+        combo=True,
     )
     garbage_collect_interval_seconds: float = setting(
         30, help="period of garbage collection in processors", short=("-gc",), gt=0, combo=True
@@ -604,7 +645,8 @@ class EC2WorkerManagerConfig(CloudUnitSettings, WorkerManagerSettings):
 
 @dataclass(frozen=True, kw_only=True)
 class KubernetesWorkerManagerConfig(WorkerManagerSettings):
-    """`scaler_worker_manager kubernetes`: each worker a pod, through the Kubernetes API (docs/guide/kubernetes.md)."""
+    """`scaler_worker_manager kubernetes`: each worker a pod, through the Kubernetes API (`scaler --docs
+    kubernetes`)."""
 
     k8s_image: str = setting(help="the workers' container image: one with this build of scaler and the tasks' packages")
     k8s_kubeconfig: str | None = setting(
@@ -657,7 +699,7 @@ class SymphonyWorkerManagerConfig(WorkerManagerSettings):
 
 @dataclass(frozen=True, kw_only=True)
 class SlurmWorkerManagerConfig(WorkerManagerSettings):
-    """`scaler_worker_manager slurm`: each worker a Slurm batch job (docs/guide/slurm.md)."""
+    """`scaler_worker_manager slurm`: each worker a Slurm batch job (`scaler --docs slurm`)."""
 
     max_task_concurrency: int = setting(
         16, help="most workers (jobs, queued ones included) at once; -1 for no limit", short=("-mtc", "-mw"),
@@ -706,7 +748,7 @@ class SlurmWorkerManagerConfig(WorkerManagerSettings):
     )  # fmt: skip
 
 
-#: Why `direct_results` and `lend_processors` are retired (issue 56).
+#: Why `direct_results` and `lend_processors` are retired.
 _ONE_ROUTE = (
     "deprecated, it has no effect any more: every task reaches its processor on the processor's own link to the "
     "scheduler, and its result leaves there"
@@ -757,6 +799,14 @@ class LauncherConfig:
         "forwarders at the file's addresses: no inbound port on this machine, every connection CURVE-secured with "
         "keys the stack makes)", choices=("local", "cloud"),
     )  # fmt: skip
+    hub_address: str | None = setting(
+        None, help="with hub = cloud: where this machine reaches the hub, a wss:// (or tls://) address, e.g. "
+        "wss://0.0.0.0:443 (0.0.0.0: the address the hub reports; a name: that name, which its certificate must "
+        "name): the hub serves its scheduler, object storage and monitor there (at /, /storage and /monitor of a "
+        "wss:// one; its port, +1 and +2 of a tls:// one) with [scheduler] tls_cert and tls_key, and the forwarder "
+        "reaches it through the HTTP proxy https_proxy names, trusting [scheduler] tls_ca; default: the hub's tcp "
+        "ports",
+    )  # fmt: skip
     idle_shutdown_seconds: float = setting(
         0, help="stop the whole stack, cloud units included, after this long without a task queued or running; "
         "0: never", ge=0,
@@ -768,7 +818,7 @@ class LauncherConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class TopConfig(CurveClientSettings):
+class TopConfig(CurveClientSettings, TlsClientSettings):
     """`scaler_top`: the terminal monitor (section [top]); it has no logging settings."""
 
     monitor_address: str = setting(help="the scheduler's monitor address, e.g. tcp://127.0.0.1:8518", positional=True)
@@ -777,7 +827,7 @@ class TopConfig(CurveClientSettings):
 
 
 @dataclass(frozen=True, kw_only=True)
-class GUIConfig(LoggingSettings, CurveClientSettings):
+class GUIConfig(LoggingSettings, CurveClientSettings, TlsClientSettings):
     """`scaler_gui`: the web monitor (section [gui]; the 1.x [webui] section is read too)."""
 
     monitor_address: str = setting(help="the scheduler's monitor address, e.g. tcp://127.0.0.1:8518", positional=True)

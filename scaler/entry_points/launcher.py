@@ -44,6 +44,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "`scaler --docs guide/bursting`); without NAME, list them",
     )
     parser.add_argument(
+        "--open", action="store_true",
+        help="with --docs [NAME]: open the documentation site (the page NAME, else its index) in a browser",
+    )  # fmt: skip
+    parser.add_argument(
+        "--serve", type=int, metavar="PORT",
+        help="with --docs [NAME]: serve the documentation site at http://127.0.0.1:PORT/ (0: a free port) until Ctrl-C",
+    )  # fmt: skip
+    parser.add_argument(
         "--completion",
         choices=SHELLS,
         metavar="SHELL",
@@ -67,10 +75,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     if arguments.completion is not None:
         return _print_completion(arguments.completion)
+    if (arguments.open or arguments.serve is not None) and arguments.docs is None:
+        parser.error("--open and --serve show the documentation: give them with --docs [NAME]")
     if arguments.example is not None or arguments.docs is not None:
         if arguments.file is not None:
             parser.error("give either FILE or --example/--docs, not both")
-        return _print_example(arguments.example) if arguments.example is not None else _print_docs(arguments.docs)
+        if arguments.example is not None:
+            return _print_example(arguments.example)
+        if arguments.open or arguments.serve is not None:
+            return _show_site(arguments.docs, arguments.serve)
+        return _print_docs(arguments.docs)
     if arguments.file is None:
         parser.error("the TOML file is required (`scaler --example` lists the example files)")
     from scaler.config.loader import ConfigError
@@ -240,15 +254,41 @@ def _print_example(name: str) -> int:
 
 
 def _print_docs(name: str) -> int:
-    from scaler.config.installed_docs import docs_listing, page_text
+    from scaler.config.installed_docs import docs_listing, page_for_terminal
     from scaler.config.loader import ConfigError
 
     try:
-        text = page_text(name) if name else docs_listing("scaler") + "\n"
+        text = page_for_terminal(name) if name else docs_listing("scaler") + "\n"
     except ConfigError as error:
         print(f"scaler: error: {error}", file=sys.stderr)
         return EXIT_CONFIGURATION
     return _write(text)
+
+
+def _show_site(name: str, port: int | None) -> int:
+    """`--docs [NAME] --open`: the site's page in a browser; `--serve PORT`: the site served until Ctrl-C."""
+    import webbrowser
+
+    from scaler.config import docs_site
+    from scaler.config.loader import ConfigError
+
+    try:
+        if port is not None:
+            docs_site.serve(port, name, lambda url: print(f"scaler: the documentation at {url} (Ctrl-C stops)",
+                                                          flush=True))  # fmt: skip
+            return 0
+        address = docs_site.page_address(name)
+    except ConfigError as error:
+        print(f"scaler: error: {error}", file=sys.stderr)
+        return EXIT_CONFIGURATION
+    except OSError as error:  # the port taken, the cache folder not writable
+        print(f"scaler: error: cannot show the documentation: {error}", file=sys.stderr)
+        return EXIT_CONFIGURATION
+    if webbrowser.open(address):
+        print(f"scaler: opened {address}")
+    else:
+        print(f"scaler: no browser found here: open {address}, or serve it with `scaler --docs --serve 8000`")
+    return 0
 
 
 def _write(text: str) -> int:

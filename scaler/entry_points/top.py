@@ -26,12 +26,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if why:  # before the screen takes the terminal; it is there again once scaler_top quits
         print(f"scaler_top: {why}", file=sys.stderr)
+    from scaler.io.tunnel.tls import TlsFileError
     from scaler.security.find import find_keys
     from scaler.security.key_files import KeyFileError
+    from scaler.security.tls_settings import trust_settings
 
     try:  # no key setting: those a local scheduler or stack registered for the address (docs/guide/security.md)
         keys = find_keys("client", address, config)
-    except KeyFileError as error:
+        trust_settings(config)
+    except (KeyFileError, TlsFileError) as error:
         print(f"scaler_top: error: {error}", file=sys.stderr)
         return 2
     return run_top(address, config.timeout, keys)

@@ -1,7 +1,9 @@
 """Address grammar: parse, validate and derive the addresses components bind and connect to.
 
-Accepted forms: `tcp://host:port`, `ipc:///absolute/path` and `inproc://name`. A malformed address
-is refused with an `AddressError` that lists the accepted forms.
+Accepted forms: `tcp://host:port`, `ipc:///absolute/path`, `inproc://name`, and the tunnelled ones (ZeroMQ's own
+stream carried inside TLS or WebSocket by `scaler.io.tunnel`): `tls://host:port`, `ws://host[:port][/path]` and
+`wss://host[:port][/path]` (ports 80 and 443 by default). A malformed address is refused with an `AddressError`
+that lists the accepted forms.
 """
 
 from __future__ import annotations
@@ -10,7 +12,18 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-ACCEPTED_FORMS = "tcp://HOST:PORT (e.g. tcp://127.0.0.1:8516), ipc:///ABSOLUTE/PATH or inproc://NAME"
+ACCEPTED_FORMS = (
+    "tcp://HOST:PORT (e.g. tcp://127.0.0.1:8516), ipc:///ABSOLUTE/PATH, inproc://NAME, tls://HOST:PORT, "
+    "ws://HOST[:PORT][/PATH] or wss://HOST[:PORT][/PATH]"
+)
+
+#: Schemes whose bytes a tunnel carries (`scaler.io.tunnel`): a socket bound or connected at one of them uses a
+#: private ipc endpoint of its process, and the process's relay carries the stream to and from the public address.
+TUNNEL_SCHEMES = ("tls", "ws", "wss")
+#: Schemes with a host and a port (what `with_port_offset` derives from, what a port owner is looked up for).
+NETWORK_SCHEMES = ("tcp", *TUNNEL_SCHEMES)
+_DEFAULT_PORTS = {"ws": 80, "wss": 443}
+_WILDCARD_HOSTS = ("*", "0.0.0.0")
 
 
 class AddressError(ValueError):
@@ -19,28 +32,52 @@ class AddressError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Address:
-    scheme: str  #: "tcp", "ipc" or "inproc"
-    host: str  #: host for tcp, path for ipc, name for inproc
-    port: int | None  #: tcp only
+    scheme: str  #: "tcp", "ipc", "inproc", "tls", "ws" or "wss"
+    host: str  #: host for tcp, tls, ws and wss, path for ipc, name for inproc
+    port: int | None  #: tcp, tls, ws and wss only
+    path: str = ""  #: ws and wss only: the HTTP path of the WebSocket upgrade, "/" by default
 
     def __str__(self) -> str:
-        if self.scheme == "tcp":
-            return f"tcp://{self.host}:{self.port}"
+        if self.scheme in ("ws", "wss"):
+            return f"{self.scheme}://{self.host}:{self.port}{self.path or '/'}"
+        if self.scheme in NETWORK_SCHEMES:
+            return f"{self.scheme}://{self.host}:{self.port}"
         return f"{self.scheme}://{self.host}"
 
+    @property
+    def is_tunnel(self) -> bool:
+        """Carried by the process's tunnel relay (TLS or WebSocket), not by ZeroMQ itself."""
+        return self.scheme in TUNNEL_SCHEMES
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.scheme in ("tls", "wss")
+
+    @property
+    def is_websocket(self) -> bool:
+        return self.scheme in ("ws", "wss")
+
+    @property
+    def has_port(self) -> bool:
+        return self.scheme in NETWORK_SCHEMES
+
     def with_port_offset(self, offset: int) -> Address:
-        """The same host with port + offset: the convention for object storage (+1) and monitor (+2)."""
+        """The same host (and path) with port + offset: the convention for object storage (+1) and monitor (+2)."""
         if self.port is None:
             raise AddressError(f"{self} has no port, so no address can be derived from it; give one explicitly")
         port = self.port + offset
         if not 0 < port < 65536:
             raise AddressError(f"{self}: port {self.port} + {offset} is outside 1-65535")
-        return Address(self.scheme, self.host, port)
+        return Address(self.scheme, self.host, port, self.path)
+
+    def with_scheme(self, scheme: str) -> Address:
+        """The same host and port at another network scheme (a tunnel's native twin, tcp://HOST:PORT)."""
+        return Address(scheme, self.host, self.port, self.path if scheme in ("ws", "wss") else "")
 
     def connectable(self) -> Address:
         """An address a peer can connect to: a wildcard bind host becomes the loopback address."""
-        if self.scheme == "tcp" and self.host in ("*", "0.0.0.0"):
-            return Address("tcp", "127.0.0.1", self.port)
+        if self.has_port and self.host in _WILDCARD_HOSTS:
+            return Address(self.scheme, "127.0.0.1", self.port, self.path)
         return self
 
 
@@ -48,15 +85,13 @@ def parse_address(text: str) -> Address:
     if not isinstance(text, str) or "://" not in text:
         raise AddressError(f"malformed address {text!r}: accepted forms are {ACCEPTED_FORMS}")
     scheme, _, rest = text.partition("://")
-    if scheme == "tcp":
-        host, sep, port_text = rest.rpartition(":")
-        if not sep or not host or not port_text.isdigit():
-            raise AddressError(f"malformed address {text!r}: tcp needs a host and a port; accepted forms are "
-                               f"{ACCEPTED_FORMS}")  # fmt: skip
-        port = int(port_text)
-        if not 0 < port < 65536:
-            raise AddressError(f"malformed address {text!r}: port {port} is outside 1-65535")
-        return Address("tcp", host, port)
+    if scheme in ("tcp", "tls"):
+        host, port = _host_and_port(text, rest, None)
+        return Address(scheme, host, port)
+    if scheme in ("ws", "wss"):
+        authority, slash, path = rest.partition("/")
+        host, port = _host_and_port(text, authority, _DEFAULT_PORTS[scheme])
+        return Address(scheme, host, port, slash + path if slash else "/")
     if scheme == "ipc":
         if not rest.startswith("/"):
             raise AddressError(f"malformed address {text!r}: ipc needs an absolute path; accepted forms are "
@@ -67,6 +102,22 @@ def parse_address(text: str) -> Address:
             raise AddressError(f"malformed address {text!r}: inproc needs a name; accepted forms are {ACCEPTED_FORMS}")
         return Address("inproc", rest, None)
     raise AddressError(f"malformed address {text!r}: unknown scheme {scheme!r}; accepted forms are {ACCEPTED_FORMS}")
+
+
+def _host_and_port(text: str, authority: str, default_port: int | None) -> tuple[str, int]:
+    """HOST:PORT, or HOST alone when the scheme has a default port (an IPv6 host in brackets: [::1])."""
+    if default_port is not None and (":" not in authority or authority.endswith("]")):
+        host, port_text = authority, str(default_port)
+    else:
+        host, _, port_text = authority.rpartition(":")
+    if not host or not port_text.isdigit():
+        scheme = text.partition("://")[0]
+        needs = "a host and a port" if default_port is None else "a host (and a port)"
+        raise AddressError(f"malformed address {text!r}: {scheme} needs {needs}; accepted forms are {ACCEPTED_FORMS}")
+    port = int(port_text)
+    if not 0 < port < 65536:
+        raise AddressError(f"malformed address {text!r}: port {port} is outside 1-65535")
+    return host, port
 
 
 def parse_http_address(text: str, what: str, example: str) -> tuple[str, int]:

@@ -3,8 +3,8 @@
 The cores take `now` as an input; the shells read it here (`now()`, monotonic seconds, stamped on every event;
 `wall()`, seconds since the epoch, where a message carries a date) and wait here (`sleep`, `call_later`). The
 scheduler server, the worker agent, the manager runner and the offload executor take a `Clock`, `REAL_CLOCK` by
-default. `scaler.testing.fake_clock.FakeClock` is simulated time for tests: it runs the shells on an event loop
-whose time is its own and which jumps to the next deadline whenever every task is blocked (trio's autojump clock),
+default. `scaler_rehearsal.testing.fake_clock.FakeClock` is simulated time for tests: it runs the shells on an event
+loop whose time is its own and which jumps to the next deadline whenever every task is blocked (trio's autojump clock),
 so a 50 s outage costs no real time and never depends on how busy the machine is.
 
 Rule for the shells: every wait goes through the running loop's timers (this seam's `sleep` and `call_later`, or

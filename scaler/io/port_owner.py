@@ -29,14 +29,14 @@ def port_owner(port: int) -> str:
 
 
 def address_in_use_problem(address: str) -> str | None:
-    """Why `address` (tcp://host:port) cannot be bound because its port is taken, or None. Other addresses
-    (ipc, inproc, port 0) and other errors are left to the bind itself."""
+    """Why `address` (tcp://host:port, or a tunnel's tls://, ws://, wss://) cannot be bound because its port is
+    taken, or None. Other addresses (ipc, inproc, port 0) and other errors are left to the bind itself."""
     try:
         parsed = parse_address(address)
     except AddressError:
         return None
     host, port = parsed.host, parsed.port
-    if parsed.scheme != "tcp" or not port:
+    if not parsed.has_port or not port:
         return None
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:

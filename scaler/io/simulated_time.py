@@ -4,9 +4,9 @@ can happen and jump to the next due timer when nothing can.
 `SimulatedTime` holds the current simulated second and the timers due later, in order (timers due at the same
 second run in the order they were set). It reads no real clock and starts no thread, so a run on it is a pure
 function of its inputs. Its users:
-- `scaler.testing.fake_clock.FakeClock` runs asyncio shells on it: its event loop's time is `SimulatedTime.now`,
-  and a loop with nothing ready jumps it to the loop's next timer;
-- `scaler.testing.simulation.SimulatedCluster` drives the scheduler core by hand (`advance`, then a Tick);
+- `scaler_rehearsal.testing.fake_clock.FakeClock` runs asyncio shells on it: its event loop's time is
+  `SimulatedTime.now`, and a loop with nothing ready jumps it to the loop's next timer;
+- `scaler_rehearsal.testing.simulation.SimulatedCluster` drives the scheduler core by hand (`advance`, then a Tick);
 - `scaler.policy_simulator.cluster_simulation` replays a trace as timers (`call_at`, `run_next`).
 One instance can be handed to several of them, so that they share one clock.
 """

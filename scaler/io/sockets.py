@@ -10,10 +10,16 @@ handles keys itself.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import zmq
+
+from scaler.io.address import TUNNEL_SCHEMES, Address, parse_address
+
+if TYPE_CHECKING:
+    from scaler.io.tunnel.tls import ServerCertificate
 
 #: The ZAP domain of the monitor feed's socket: a server lets any authorised key read it (scaler.security.roles).
 MONITOR_DOMAIN = "monitor"
@@ -76,7 +82,7 @@ class PeerRoles(Protocol):
 
 class Sockets(Protocol):
     """What a component asks for its sockets: a `SocketFactory`, or in tests the in-memory network's stand-in
-    (`scaler.testing.memory_network`), which the shells drive through the same `zmq_async` wrappers."""
+    (`scaler_rehearsal.testing.memory_network`), which the shells drive through the same `zmq_async` wrappers."""
 
     security: TransportSecurity | None
 
@@ -112,9 +118,12 @@ class SocketFactory:
         io_threads: int = 1,
         security: TransportSecurity | None = None,
         heartbeat_timeout_seconds: float = HEARTBEAT_TIMEOUT_SECONDS,
+        certificate: ServerCertificate | None = None,
     ) -> None:
         """`heartbeat_timeout_seconds`: how long the sockets made with ZeroMQ heartbeats (`router(handover=True)`
-        with security, `dealer(heartbeat=True)`) wait for a ping's answer before they end the connection."""
+        with security, `dealer(heartbeat=True)`) wait for a ping's answer before they end the connection.
+        `certificate`: what the sockets bound at `tls://` and `wss://` addresses present (the server's `tls_cert` and
+        `tls_key`)."""
         if heartbeat_timeout_seconds <= 0:
             raise ValueError(f"the heartbeat timeout must be positive, not {heartbeat_timeout_seconds}")
         self._context: zmq.Context[Any] = zmq.Context(io_threads=io_threads)
@@ -122,6 +131,9 @@ class SocketFactory:
         self._heartbeat_timeout_seconds = heartbeat_timeout_seconds
         self._authenticator: Closeable | None = None
         self._is_closed = False
+        self._certificate = certificate
+        #: public addresses of tunnels this factory's sockets serve, withdrawn when it closes
+        self._served: list[Address] = []
         #: monitors attached before their socket connected (`events` of dealer, subscriber): (monitor, events)
         self._early_monitors: dict[Socket, tuple[Socket, int]] = {}
 
@@ -218,6 +230,11 @@ class SocketFactory:
         if self._is_closed:
             return
         self._is_closed = True
+        if self._served:
+            from scaler.io.tunnel.relay import relay
+
+            for public in self._served:
+                relay().withdraw(public)
         if self._authenticator is not None:
             self._authenticator.close()  # its socket lives on the context: closed before the context ends
         self._context.term()
@@ -246,11 +263,27 @@ class SocketFactory:
                 if self._authenticator is None:
                     self._authenticator = self.security.start_authenticator(self._context)
                 self.security.secure_server(sock)
-            sock.bind(address)
+            public = _tunnel_address(address)
+            if public is None:
+                sock.bind(address)
+            else:
+                self._bind_tunnel(sock, public)
         except BaseException:
             sock.close(linger=0)
             raise
         return sock
+
+    def _bind_tunnel(self, sock: Socket, public: Address) -> None:
+        """Bind at a private endpoint of this process and have its relay serve `public` there (scaler.io.tunnel)."""
+        from scaler.io.tunnel.relay import relay
+
+        endpoint = relay().private_endpoint()
+        sock.bind(endpoint)
+        kind = sock.getsockopt(zmq.TYPE)
+        what = "a scaler monitor feed" if kind in (zmq.PUB, zmq.XPUB) else "a scaler scheduler or object storage server"
+        served = relay().serve(public, endpoint, self._certificate, what)
+        self._served.append(served)
+        _public_endpoints[sock] = str(served)
 
     def _connect(self, sock: Socket, address: str, events: int = 0) -> Socket:
         monitor: Socket | None = None
@@ -259,6 +292,13 @@ class SocketFactory:
                 self.security.secure_client(sock)
             if events:
                 monitor = sock.get_monitor_socket(events)
+            target = _tunnel_address(address)
+            if target is not None:
+                from scaler.io.tunnel.relay import relay
+
+                address = relay().dial(target)
+                # the relay keeps the connection waiting while the target does not answer: no handshake timeout
+                sock.setsockopt(zmq.HANDSHAKE_IVL, 0)
             sock.connect(address)
         except BaseException:
             if monitor is not None:
@@ -270,8 +310,22 @@ class SocketFactory:
         return sock
 
 
+#: sockets bound through a tunnel -> the public address they serve
+_public_endpoints: weakref.WeakKeyDictionary[Socket, str] = weakref.WeakKeyDictionary()
+
+
+def _tunnel_address(address: str) -> Address | None:
+    """The parsed address when a tunnel carries it (tls://, ws://, wss://); None for ZeroMQ's own transports."""
+    if address.partition("://")[0] not in TUNNEL_SCHEMES:
+        return None
+    return parse_address(address)
+
+
 def bound_endpoint(sock: Socket) -> str:
-    """The endpoint a socket actually bound (the port the OS chose for `tcp://host:0`)."""
+    """The endpoint a socket actually bound (the port the OS chose for `tcp://host:0`; a tunnel's public address)."""
+    public = _public_endpoints.get(sock)
+    if public is not None:
+        return public
     endpoint = sock.getsockopt(zmq.LAST_ENDPOINT)
     return endpoint.decode() if isinstance(endpoint, bytes) else str(endpoint)
 

@@ -52,8 +52,8 @@ class AsyncSocket:
     heartbeats of a big cluster read a few at a time). With `collector_paused`, CPython's cyclic garbage collector
     does not run while a burst is read and handled: what a burst makes lives until its end (its decoded messages,
     the events, the effects and frames of what it sends: a submission of 20,000 tasks is one burst), and each young
-    collection inside it walked them all and passed them on to the older generations, whose collections walked them
-    again (with 5,000 workers, 8-14 µs a task in collections, benchmarks/notes/scale.md, part 5). After the burst
+    collection inside it would walk them all and pass them on to the older generations, whose collections walk them
+    again (with 5,000 workers, 8-14 µs a task in collections). After the burst
     most of it is gone, freed by reference counting, and the next collection walks what stays."""
 
     def __init__(
@@ -267,7 +267,7 @@ class AsyncSocket:
                         return handled
                     if self._by_parts:
                         frames = receive_parts(sock, self._copy)
-                    else:  # a stand-in socket (scaler.testing.memory_network) reads whole messages
+                    else:  # a stand-in socket (scaler_rehearsal.testing.memory_network) reads whole messages
                         frames = sock.recv_multipart(zmq.NOBLOCK, copy=self._copy)
             except zmq.Again:
                 return handled

@@ -37,8 +37,9 @@ from urllib.parse import parse_qs
 
 from scaler.config.sections import GUIConfig
 from scaler.io.address import AddressError, is_socket_file, monitor_address_to_read, parse_address, parse_http_address
+from scaler.io.tunnel.tls import TlsFileError
 from scaler.monitor.dashboard_state import DashboardState
-from scaler.monitor.feed import FeedError, FeedReader
+from scaler.monitor.feed import FeedConnectionError, FeedError, FeedReader
 from scaler.monitor.story_asker import (
     StoryAsker,
     StoryQueryError,
@@ -51,6 +52,7 @@ from scaler.monitor.task_log import QueryError, TaskQuery, TaskTransitionLog, pa
 from scaler.protocol.messages import TaskTransitions
 from scaler.security.find import find_keys
 from scaler.security.key_files import KeyFileError
+from scaler.security.tls_settings import trust_settings
 
 logger = logging.getLogger(__name__)
 
@@ -283,8 +285,9 @@ def run_dashboard(config: GUIConfig) -> int:
             logger.warning("%s", why)
             config = dataclasses.replace(config, monitor_address=monitor)
         parse_address(monitor)  # a malformed one is refused here, naming the accepted forms
+        trust_settings(config)
         dashboard = Dashboard(config)
-    except (KeyFileError, AddressError) as error:
+    except (KeyFileError, AddressError, TlsFileError, FeedConnectionError) as error:
         logger.error("%s", error)
         return 2
     except OSError as error:

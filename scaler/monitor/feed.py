@@ -15,6 +15,8 @@ from collections.abc import Sequence
 import zmq
 
 from scaler.io.sockets import SocketFactory, TransportSecurity
+from scaler.io.tunnel import TunnelError
+from scaler.io.tunnel.relay import refusal
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.feed import SCALING_TOPIC, STATUS_TOPIC, TASKS_TOPIC
@@ -66,10 +68,13 @@ class FindKeys:
 
 FIND_KEYS = FindKeys()
 
-#: A reader refused waits this long for the address's stack to publish other keys (a stack restarting with new
-#: keys), or for a refusal in passing to end (a server killed mid-handshake), before it gives up.
+#: A reader refused after it has read the feed, or by a stack still starting, waits this long for the address's stack
+#: to publish other keys (a stack restarting with new keys), or for a refusal in passing to end (a server killed
+#: mid-handshake), before it gives up.
 REFUSED_KEYS_WAIT_SECONDS = 30.0
-#: The same with keys given to it (flags, settings): they will not change, so only a refusal in passing is waited out.
+#: The same for a reader refused from the start, and for keys given to it (flags, settings): the feed that answers
+#: is the one it will read, and keys given will not change, so only a refusal in passing is waited out (scaler_top
+#: with another user's keys says so in seconds, not in half a minute).
 REFUSED_GIVEN_KEYS_WAIT_SECONDS = 3.0
 #: How often a reader refused with keys it found looks for them again.
 FIND_AGAIN_SECONDS = 0.5
@@ -79,8 +84,9 @@ class FeedReader:
     """A subscription to one scheduler's monitor address. Not thread-safe; close it when done. `security`: by
     default the keys a client finds for the address (`scaler.security.find_keys`), found again when the feed
     refuses them (a stack that published or changed its keys since); None: plain TCP. An address that is not a
-    monitor feed, or that refuses this reader's keys for REFUSED_KEYS_WAIT_SECONDS (REFUSED_GIVEN_KEYS_WAIT_SECONDS
-    for keys given to it), raises FeedConnectionError from `receive`."""
+    monitor feed, or that refuses this reader's keys for REFUSED_KEYS_WAIT_SECONDS once it has read the feed (or while
+    its stack starts), REFUSED_GIVEN_KEYS_WAIT_SECONDS from the start or for keys given to it, raises
+    FeedConnectionError from `receive`."""
 
     def __init__(
         self,
@@ -98,6 +104,7 @@ class FeedReader:
             self._keys = FoundKeys("client", address, security, "the keys given" if security else "none (plain TCP)")
         self._refused_since: float | None = None
         self._found_at = 0.0
+        self._has_read = False  #: a message came: a refusal now is a stack that changed, worth the longer wait
         self._open()
 
     @property
@@ -107,7 +114,11 @@ class FeedReader:
 
     def _open(self) -> None:
         self._sockets = SocketFactory(security=self._keys.security)
-        self._socket = self._sockets.subscriber(self.address, self._topics, events=HANDSHAKE_FAILURES)
+        try:
+            self._socket = self._sockets.subscriber(self.address, self._topics, events=HANDSHAKE_FAILURES)
+        except TunnelError as error:  # a tls:// or wss:// address refused for good (a certificate, a proxy)
+            self._sockets.close()
+            raise FeedConnectionError(str(error)) from None
         self._events = self._sockets.event_monitor(self._socket, HANDSHAKE_FAILURES)
         self._poller = zmq.Poller()
         self._poller.register(self._socket, zmq.POLLIN)
@@ -123,13 +134,16 @@ class FeedReader:
         address is not a monitor feed or refuses this reader for good."""
         deadline = time.monotonic() + timeout_seconds
         while True:
+            refused = refusal(self.address)
+            if refused is not None:  # a tunnel's certificate or proxy: waiting longer does not mend it
+                raise FeedConnectionError(refused)
             self._find_again_if_refused()
             ready = dict(self._poller.poll(max(0, int((deadline - time.monotonic()) * 1000))))
             if self._events in ready:
                 self._on_event(*_event_of(self._events.recv_multipart()))
                 continue
             if self._socket in ready:
-                self._refused_since = None
+                self._refused_since, self._has_read = None, True
                 return self._decode(self._socket.recv_multipart())
             if time.monotonic() >= deadline:
                 return None
@@ -151,9 +165,10 @@ class FeedReader:
             raise FeedConnectionError(wrong_port)
         if self._refused_since is None:
             self._refused_since = time.monotonic()
-            logger.info(
-                "the monitor feed at %s refused %s: looking for its keys again", self.address, self._keys.source
-            )
+            if not self._keys.fixed:  # keys given are not looked for: a refusal of them is said by the error
+                logger.info(
+                    "the monitor feed at %s refused %s: looking for its keys again", self.address, self._keys.source
+                )
         self._find_again_if_refused(event, now=True)
 
     def _wrong_port(self, event: int) -> str | None:
@@ -178,8 +193,14 @@ class FeedReader:
             self._keys, self._refused_since = found, None
             self._close_sockets()
             self._open()
-        elif time.monotonic() - since > (REFUSED_GIVEN_KEYS_WAIT_SECONDS if found.fixed else REFUSED_KEYS_WAIT_SECONDS):
+        elif time.monotonic() - since > self._patience(found):
             raise FeedConnectionError(self._refusal(event))
+
+    def _patience(self, found: FoundKeys) -> float:
+        """How long a refusal with the same keys is waited out (REFUSED_KEYS_WAIT_SECONDS, REFUSED_GIVEN_...)."""
+        if found.fixed or not (self._has_read or found.starting):
+            return REFUSED_GIVEN_KEYS_WAIT_SECONDS
+        return REFUSED_KEYS_WAIT_SECONDS
 
     def _refusal(self, event: int) -> str:
         hint = "give scaler_top --curve-secret-key DIR/client.key_secret --curve-server-key DIR/server.key"

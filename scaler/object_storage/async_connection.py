@@ -188,7 +188,8 @@ class AsyncObjectStorageConnection:
             logger.warning("a bad reply from object storage at %s: %s", self._address, error)
             self._carry_out(self._core.on_bad_reply(str(error)))
             return
-        self._carry_out(self._core.on_reply(reply, [frame.buffer for frame in frames[1:]]))
+        now = asyncio.get_running_loop().time()
+        self._carry_out(self._core.on_reply(reply, [frame.buffer for frame in frames[1:]], now=now))
         self._flush()  # a hello and a request sent again (a restarted server)
 
     def _on_event(self, event: int, _value: int) -> None:

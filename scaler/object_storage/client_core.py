@@ -20,8 +20,15 @@ Rules, one per event:
    its gate now lets go, `Released`), anything else fails it with the error its status means (`Failed`; for a
    gated put, `PutFailed` with the held items that may have needed it). An answer to no pending request is stale
    (its request timed out, or was sent again) and is dropped.
-5. `on_tick`: a request not answered by its deadline fails alone (`did not answer within`); its late answer will be
-   stale (rule 4). The connection stays.
+5. `on_tick`: the timeout bounds the server's silence, not a request's duration. A request fails alone once nothing
+   came on the connection for its timeout since it was sent (`sent nothing for`): any message counts (an answer, a
+   part of a getInParts, a stale one), since the server answers a connection's requests in order and one behind a
+   large answer waits for it to cross. A transfer that keeps moving is never cut; a server that stops sending
+   (stopped, frozen, cut off) fails the requests after the timeout. Its late answer will be stale (rule 4). The
+   connection stays. A put is one message, answered once the server has all of it: nothing can come while its own
+   bytes cross, so a single put is still bounded by its whole transfer (pipelined puts are not: each answer is heard).
+   An answer that comes whole (a get's) likewise shows nothing until it has all come: reads off the storage's host
+   ask for theirs in parts (rule 11).
 6. The connection itself is unusable (`on_bad_reply`: an answer whose header cannot be read, so it cannot be matched;
    `on_unreachable`: a send refused with EAGAIN, because no connection is up, until `send_deadline` (a connection
    lost between the poll and the send is retried, not failed); `on_send_failed`): every pending request fails with
@@ -31,7 +38,7 @@ Rules, one per event:
    items leave in the order they were held; a gated put that fails dooms the items held after it was issued.
 9. `on_disconnected`: the connection to the server dropped (it stopped or crashed; ZeroMQ connects again to whatever
    server comes at the address). A request sent and not answered may have been lost with it, and no answer would
-   ever come: every pending request goes again (under a new id, with its deadline kept) behind a new hello, in the
+   ever come: every pending request goes again (under a new id, the time it was sent kept) behind a new hello, in the
    order it was made. Puts, adopts, reads, existence checks and deletes are safe to repeat.
 10. Gated adopts queued one after another (a burst of a client's arguments, written while the previous were sent) go
    as one adoptMany of up to MAX_ADOPTS_PER_BATCH when they are taken to be sent: one request and one answer for
@@ -225,8 +232,8 @@ class _Pending:
     ticket: int  #: the caller's handle: stays when the request is sent again under a new id
     operation: StorageOperation
     payload: Sequence[memoryview]
-    timeout: float
-    deadline: float
+    timeout: float  #: how long the server may be silent while it waits (rule 5)
+    sent_at: float  #: when it was first queued (kept when it is sent again: rule 9)
     hello_id: int  #: the hello this request followed
     retried: bool = False
     gate_sequence: int = 0  #: a gated put's sequence in the put gate; 0 for an ordinary request
@@ -265,6 +272,8 @@ class StorageClientCore(Generic[T]):
         self._closed = False
         self._gate: PutGate[T] = PutGate()
         self._gated_bytes = 0
+        #: when the last message came on the connection (any: rule 5)
+        self._heard_at = -math.inf
 
     # ------------------------------------------------------------ what callers ask
 
@@ -357,14 +366,18 @@ class StorageClientCore(Generic[T]):
             return StorageRequest(request_id, run[0].operation), ()
         first = run[0]
         operation = AdoptMany(tuple(pending.operation for pending in run if isinstance(pending.operation, Adopt)))
-        batch = _Pending(first.ticket, operation, (), first.timeout, min(p.deadline for p in run), first.hello_id,
+        batch = _Pending(first.ticket, operation, (), first.timeout, min(p.sent_at for p in run), first.hello_id,
                          retried=any(p.retried for p in run), batch=tuple(run))  # fmt: skip
         request_id = next(self._ids)
         self._pending[request_id] = batch
         return StorageRequest(request_id, operation), ()
 
     def next_deadline(self) -> float | None:
-        return min((pending.deadline for pending in self._pending.values()), default=None)
+        """When the first pending request will have waited out the server's silence (rule 5), as things stand."""
+        return min((self._deadline(pending) for pending in self._pending.values()), default=None)
+
+    def _deadline(self, pending: _Pending) -> float:
+        return max(pending.sent_at, self._heard_at) + pending.timeout
 
     def send_deadline(self, now: float) -> float:
         """Until when a send refused for want of a connection keeps trying (rule 6)."""
@@ -378,7 +391,9 @@ class StorageClientCore(Generic[T]):
             if pending.ticket == ticket and not pending.gate_sequence:
                 del self._pending[request_id]
 
-    def on_reply(self, reply: StorageReply, frames: list[memoryview]) -> list[Outcome[T]]:
+    def on_reply(self, reply: StorageReply, frames: list[memoryview], *, now: float) -> list[Outcome[T]]:
+        """A message came at `now` (rules 2-5, 10, 11)."""
+        self._heard_at = max(self._heard_at, now)
         if reply.request_id == self._hello_id and self._hello_id:
             return self._hello_answered(reply)
         pending = self._pending.get(reply.request_id)
@@ -424,11 +439,12 @@ class StorageClientCore(Generic[T]):
         return [Part(pending.ticket, reply, frames), Answered(pending.ticket, pending.header, [])]
 
     def on_tick(self, now: float) -> list[Outcome[T]]:
-        due = [request_id for request_id, pending in self._pending.items() if pending.deadline <= now]
+        """Rule 5: the requests that waited out the server's silence fail."""
+        due = [request_id for request_id, pending in self._pending.items() if self._deadline(pending) <= now]
         outcomes: list[Outcome[T]] = []
         for request_id in due:
             pending = self._pending.pop(request_id)
-            outcomes += self._fail(pending, timeout_error(self.address, pending.timeout))
+            outcomes += self._fail(pending, silence_error(self.address, pending.timeout))
         return outcomes
 
     def on_bad_reply(self, reason: str) -> list[Outcome[T]]:
@@ -491,7 +507,7 @@ class StorageClientCore(Generic[T]):
         if self._hello_id == 0:
             self._send_hello()
         request_id = next(self._ids)
-        pending = _Pending(request_id, operation, payload, timeout, now + timeout, self._hello_id)
+        pending = _Pending(request_id, operation, payload, timeout, now, self._hello_id)
         self._pending[request_id] = pending
         self._outgoing.append((StorageRequest(request_id, operation), payload))
         return request_id
@@ -579,8 +595,8 @@ class StorageClientCore(Generic[T]):
 # ---------------------------------------------------------------- payloads, replies and errors
 
 
-def hello_operation(role: str, python_version: str, owner_id: bytes = b"") -> StorageHello:
-    return StorageHello(PROTOCOL_VERSION, python_version, role, owner_id)
+def hello_operation(role: str, python_version: str, owner_id: bytes = b"", cache_address: str = "") -> StorageHello:
+    return StorageHello(PROTOCOL_VERSION, python_version, role, owner_id, cache_address)
 
 
 def _byte_view(buffer: Any) -> memoryview:
@@ -693,3 +709,10 @@ def reply_value(reply: StorageReply, kind: type[_Value], address: str) -> _Value
 
 def timeout_error(address: str, timeout_seconds: float) -> ObjectStorageException:
     return ObjectStorageException(f"object storage at {address} did not answer within {timeout_seconds:g} s")
+
+
+def silence_error(address: str, timeout_seconds: float) -> ObjectStorageException:
+    """A request failed by the server's silence (rule 5)."""
+    return ObjectStorageException(
+        f"object storage at {address} sent nothing for {timeout_seconds:g} s (stopped, frozen or cut off)"
+    )

@@ -52,12 +52,12 @@ from scaler.protocol.storage_messages import (
     Delete,
     DeleteOwner,
     Exists,
-    Get,
     GetInParts,
     GetMapped,
     Info,
     MappedSize,
     ObjectSize,
+    SegmentDirectory,
     StorageInfo,
     StorageOperation,
 )
@@ -185,7 +185,7 @@ class BlockingLink(Generic[T]):
             reply = decode_storage_reply(frames[0].bytes)
         except DecodeError as error:
             return self.carry_out(self.core.on_bad_reply(str(error)))
-        return self.carry_out(self.core.on_reply(reply, [frame.buffer for frame in frames[1:]]))
+        return self.carry_out(self.core.on_reply(reply, [frame.buffer for frame in frames[1:]], now=time.monotonic()))
 
     def carry_out(self, outcomes: Iterable[Outcome[T]]) -> list[Outcome[T]]:
         others: list[Outcome[T]] = []
@@ -246,7 +246,7 @@ class ObjectInParts:
         the request did, or what came after that start."""
         self._link = link
         self._ticket = ticket
-        self._address = address
+        self.address = address
         self._queue: collections.deque[Part | Answered] = collections.deque()
         self._take(sent)
         self._frames: collections.deque[memoryview] = collections.deque()
@@ -280,7 +280,7 @@ class ObjectInParts:
     def again(self) -> ObjectInParts:
         """A source over the answer that started over (its start came last)."""
         start = self._queue.popleft()
-        return ObjectInParts(self._link, self._ticket, self._address, start, list(self._queue))
+        return ObjectInParts(self._link, self._ticket, self.address, start, list(self._queue))
 
     def readinto(self, view: memoryview) -> int:
         while not self._frames:
@@ -319,6 +319,22 @@ class ObjectInParts:
                 raise outcome.error
 
 
+def _frames_of(source: ObjectInParts) -> list[memoryview]:
+    """The object's frames as they were put, each filled from the pieces as they come (this process's own buffers:
+    writable)."""
+    frames = []
+    for size in source.frame_bytes:
+        frame = memoryview(bytearray(size))
+        filled = 0
+        while filled < size:
+            count = source.readinto(frame[filled:])
+            if count == 0:
+                raise ObjectStorageException(f"object storage at {source.address} sent a truncated object")
+            filled += count
+        frames.append(frame)
+    return frames
+
+
 class ObjectStorageConnection:
     """Lock-step requests over one DEALER socket. Safe to share between threads (one request at a time). Replies are
     matched by request id: a late answer to a request that timed out is dropped."""
@@ -332,16 +348,17 @@ class ObjectStorageConnection:
         security: TransportSecurity | None = None,
         owner_id: bytes = b"",
         map_local: bool = True,
+        cache_address: str = "",
     ) -> None:
         """`owner_id`: a client's id; the server lets a client store, read and delete only its own objects.
         `map_local`: on the server's host, objects move through its segment directory (False: over the socket, as
-        from any other host)."""
+        from any other host). `cache_address`: a host cache's (role "cache"), where other hosts' caches reach it."""
         self._address = address
         self._is_factory_owned = sockets is None
         #: `security` secures the connection's own factory; a factory passed in brings its own
         self._sockets = sockets if sockets is not None else SocketFactory(security=security)
         core: StorageClientCore[None] = StorageClientCore(
-            address, hello_operation(role, local_python_version(), owner_id), timeout_seconds
+            address, hello_operation(role, local_python_version(), owner_id, cache_address), timeout_seconds
         )
         #: the socket queues only to a live connection (IMMEDIATE): a server that is down is reported after the
         #: connect timeout, instead of the request waiting the full reply timeout in a queue
@@ -392,8 +409,9 @@ class ObjectStorageConnection:
         small, or with buffers that could change meanwhile): nothing was done, `put` it."""
         buffers: list[Any] = list(payload) if isinstance(payload, (list, tuple)) else [payload]
         local = self.local_segments() if followable(buffers) else None
-        if local is None:
-            return False
+        directory = self._link.core.segment_directory
+        if local is None or (isinstance(directory, SegmentDirectory) and directory.host_cache):
+            return False  # off the server's host, small or changing, or a host cache (it takes no writeBegin)
         with self._lock:
             if self._is_closed:
                 raise ObjectStorageException(f"the connection to object storage at {self._address} was closed")
@@ -457,7 +475,8 @@ class ObjectStorageConnection:
                 # deleted or left memory between the answer and the map: ask for the bytes, as a get after it
             else:
                 return self._received(answer, copy_on_write, pieces)
-        return self._received(self._call(Get(ObjectID(bytes(object_id)))), copy_on_write, pieces)
+        # in parts: each piece that comes shows the transfer moving (client_core rule 5), however slow the link
+        return self.read_in_parts(object_id, _frames_of)
 
     def read_in_parts(self, object_id: bytes, consume: Callable[[ObjectInParts], T]) -> T:
         """`consume(source)`: what it makes of the object read over the socket as it comes (a getInParts: a large
@@ -492,6 +511,14 @@ class ObjectStorageConnection:
         """Objects are mapped from the server's segment directory here (this process is on its host and sees it):
         `get_frames` maps them; elsewhere `read_in_parts` reads them as they come."""
         return self.local_segments() is not None
+
+    def segment_directory(self) -> SegmentDirectory | None:
+        """What the server's hello reply said of its segment directory (None: it has none), greeting it first."""
+        core = self._link.core
+        if not core.is_greeted:
+            self._call(Info())
+        described = core.segment_directory
+        return described if isinstance(described, SegmentDirectory) and described.path else None
 
     def local_segments(self) -> LocalSegments | None:
         """The server's segment directory, when this process is on its host and sees it (greets the server first

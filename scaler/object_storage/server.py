@@ -31,11 +31,15 @@ from scaler.config.sections import ObjectStorageServerConfig
 from scaler.io.address import AddressError, parse_address
 from scaler.io.event_loop import run
 from scaler.io.port_owner import address_in_use_problem
-from scaler.io.sockets import SocketFactory, Sockets, TransportSecurity, bound_endpoint
+from scaler.io.sockets import PeerRoles, SocketFactory, Sockets, TransportSecurity, bound_endpoint
+from scaler.io.tunnel import TunnelError
+from scaler.io.tunnel.tls import ServerCertificate, TlsFileError
 from scaler.io.zmq_async import AsyncSocket
 from scaler.io.zmq_parts import Frames
 from scaler.object_storage import segment_directory
 from scaler.object_storage.disk_worker import DiskWorker
+from scaler.object_storage.host_cache.cache_rules import FETCHER
+from scaler.object_storage.host_cache.glue import CacheGlue
 from scaler.object_storage.memory_budget import memory_budget
 from scaler.object_storage.segment_files import (
     FoundPut,
@@ -55,15 +59,18 @@ from scaler.protocol.ids import ObjectID
 from scaler.protocol.storage_messages import (
     WIRE_PIECE_BYTES,
     AdoptOutcomes,
+    ObjectSource,
     SegmentDirectory,
     StorageReply,
     StorageStatus,
     WriteBegin,
+    piece_digests,
     wire_pieces,
 )
 from scaler.security.connection_files import STORAGE_SERVICE
 from scaler.security.find import ServedAddresses, ServerKeys, server_keys
 from scaler.security.key_files import KeyFileError
+from scaler.security.tls_settings import server_certificate
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +108,8 @@ def _bind(sockets: Sockets, address: str) -> zmq.Socket[Any]:
         )
     try:
         return sockets.router(str(parsed))
+    except TunnelError as error:  # a tunnel's port in use, a missing extra
+        raise ObjectStorageBindError(f"object storage server: {error}") from None
     except zmq.ZMQError as error:
         reason = address_in_use_problem(str(parsed)) or f"{parsed}: {error.strerror}"
         raise ObjectStorageBindError(f"object storage server cannot listen on {reason}") from None
@@ -139,6 +148,8 @@ class _ServerShell:
         self._write_trouble: str | None = None  #: the last spill write error, until a write succeeds again
         self._segment_trouble: str | None = None  #: the last segment write error, until one succeeds again
         self._writes_finished: asyncio.Event | None = None  #: set once no followed write is under way (stopping)
+        #: a host cache's upstream work (host_cache/glue.py); None: a storage server
+        self.cache: CacheGlue | None = None
 
     def on_message(self, frames: Frames) -> None:
         peer = frames[0].bytes
@@ -147,7 +158,7 @@ class _ServerShell:
         else:
             key = _key_of(frames[1]) if self._secured else None
             answer = self.service.handle(peer, frames[1].bytes, [_storable(frame) for frame in frames[2:]], key)
-        self._answer_all(self._run_disk_work([] if answer is None else [Reply(peer, answer)]))
+        self.answer_all(self.run_disk_work([] if answer is None else [Reply(peer, answer)]))
 
     def on_written(self, object_id: bytes, generation: int, error: str | None) -> None:
         if error is not None and error != self._write_trouble:
@@ -160,7 +171,7 @@ class _ServerShell:
         elif error is None and self._write_trouble is not None:
             logger.info("writing to the spill directory works again")
         self._write_trouble = error
-        self._answer_all(self._run_disk_work(self.service.write_finished(object_id, generation, error)))
+        self.answer_all(self.run_disk_work(self.service.write_finished(object_id, generation, error)))
 
     def on_segment_written(self, object_id: bytes, generation: int, error: str | None) -> None:
         if error is not None and error != self._segment_trouble:
@@ -173,7 +184,7 @@ class _ServerShell:
         elif error is None and self._segment_trouble is not None:
             logger.info("writing to the segment directory works again")
         self._segment_trouble = error
-        self._answer_all(self._run_disk_work(self.service.segment_written(object_id, generation, error)))
+        self.answer_all(self.run_disk_work(self.service.segment_written(object_id, generation, error)))
 
     def on_read(
         self,
@@ -184,14 +195,16 @@ class _ServerShell:
         in_segment: bool = False,
     ) -> None:
         replies = self.service.read_finished(object_id, generation, frames, problem, in_segment)
-        self._answer_all(self._run_disk_work(replies))
+        self.answer_all(self.run_disk_work(replies))
 
-    def _answer_all(self, replies: list[Reply]) -> None:
+    def answer_all(self, replies: list[Reply]) -> None:
         for reply in replies:
             self._answer(reply.peer, reply.answer)
         self._send_outgoing()
         if self._writes_finished is not None and not self.service.writes.under_way():
             self._writes_finished.set()
+        if self.cache is not None:
+            self.cache.take_work()
 
     def _send_outgoing(self) -> None:
         """What the readers of objects being written are due (followed_writes.py): sent before any further disk work
@@ -209,7 +222,7 @@ class _ServerShell:
             except asyncio.TimeoutError:
                 pass
             self.service.sweep_writes()
-            self._answer_all([])
+            self.answer_all([])
 
     async def finish_writes(self, seconds: float) -> None:
         """A server asked to stop first lets the followed writes under way finish (their objects were announced: with
@@ -232,7 +245,7 @@ class _ServerShell:
                                writes.under_way())  # fmt: skip
                 return
 
-    def _run_disk_work(self, replies: list[Reply]) -> list[Reply]:
+    def run_disk_work(self, replies: list[Reply]) -> list[Reply]:
         """Hand the work out until none is left: segment renames and removals at once, in order (an adopt's outcome
         answers its request and may call for more), the rest to the disk worker's threads. Returns `replies` and the
         adopts' to send now: only once the work is done, so that a segment file a reply names is in place, and a
@@ -263,27 +276,19 @@ class _ServerShell:
         return replies
 
     def _answer(self, peer: bytes, answer: StorageAnswer) -> None:
-        status = answer.reply.status
-        value = answer.reply.value
-        if isinstance(value, AdoptOutcomes):  # an adoptMany's: full when one of its adopts was refused for room
-            statuses = {outcome.status for outcome in value.outcomes}
-            status = StorageStatus.FULL if StorageStatus.FULL in statuses else max(statuses, key=_severity)
-        if status is StorageStatus.FULL:
-            if not self._is_full:
-                logger.warning("refusing puts: %s", answer.reply.reason or _full_reason(value))
-            self._is_full = True
-        elif self._is_full and status is StorageStatus.OK and isinstance(value, (AdoptOutcomes, type(None))):
-            self._is_full = False
-        if answer.is_rejection and (peer, answer.reply.reason) not in self._logged:
-            if len(self._logged) >= MAX_LOGGED_REJECTIONS:
-                self._logged.clear()
-            self._logged.add((peer, answer.reply.reason))
-            role = self.service.role_of(peer) or "peer"
-            verb = "refused a request from" if status is StorageStatus.REFUSED else "bad request from"
-            logger.warning("%s %s %s: %s", verb, role, peer.hex(), answer.reply.reason)
+        if peer != FETCHER:
+            self._answer_peer(peer, answer)
+        elif self.cache is not None:  # a host cache's own request (host_cache/glue.py)
+            self.cache.answered(answer)
+
+    def _answer_peer(self, peer: bytes, answer: StorageAnswer) -> None:
+        self._note(peer, answer)
         assert self.socket is not None
         if answer.file_piece is not None:
             self._send_file_piece(peer, answer)
+            return
+        if answer.digests:
+            self._send_source(peer, answer)
             return
         payload: Sequence[Any] = answer.payload
         if answer.segment:
@@ -315,6 +320,36 @@ class _ServerShell:
         for piece in pieces:
             if not self._send([peer, part, piece]):
                 return
+
+    def _note(self, peer: bytes, answer: StorageAnswer) -> None:
+        """What an answer tells the log: puts refused for room (once per episode), and rejections (once each)."""
+        status = answer.reply.status
+        value = answer.reply.value
+        if isinstance(value, AdoptOutcomes):  # an adoptMany's: full when one of its adopts was refused for room
+            statuses = {outcome.status for outcome in value.outcomes}
+            status = StorageStatus.FULL if StorageStatus.FULL in statuses else max(statuses, key=_severity)
+        if status is StorageStatus.FULL:
+            if not self._is_full:
+                logger.warning("refusing puts: %s", answer.reply.reason or _full_reason(value))
+            self._is_full = True
+        elif self._is_full and status is StorageStatus.OK and isinstance(value, (AdoptOutcomes, type(None))):
+            self._is_full = False
+        if answer.is_rejection and (peer, answer.reply.reason) not in self._logged:
+            if len(self._logged) >= MAX_LOGGED_REJECTIONS:
+                self._logged.clear()
+            self._logged.add((peer, answer.reply.reason))
+            role = self.service.role_of(peer) or "peer"
+            verb = "refused a request from" if status is StorageStatus.REFUSED else "bad request from"
+            logger.warning("%s %s %s: %s", verb, role, peer.hex(), answer.reply.reason)
+
+    def _send_source(self, peer: bytes, answer: StorageAnswer) -> None:
+        """Where a host cache fetches an object from (host_ledger.py), with the digests of the object's pieces, taken
+        from the object as stored here; an object that cannot be read here now is fetched from here."""
+        frames = self._segment_frames(answer) if answer.segment else list(answer.payload)
+        source = answer.reply.value
+        assert isinstance(source, ObjectSource)
+        value = ObjectSource(source.address, piece_digests(frames)) if frames else ObjectSource()
+        self._send([peer, encode_storage_reply(dataclasses.replace(answer.reply, value=value))])
 
     def _send_file_piece(self, peer: bytes, answer: StorageAnswer) -> None:
         """A part of a followed write's answer: its piece read from the file being written (or its segment file)."""
@@ -478,15 +513,49 @@ def adopt_segments(store: ObjectStore, directory: str, scan: SegmentScan) -> int
     return found
 
 
+def _make_shell(
+    loop: asyncio.AbstractEventLoop,
+    store: ObjectStore,
+    directory: str | None,
+    segments: tuple[str, int, SegmentDirectory, list[FoundPut]] | None,
+    roles: PeerRoles | None,
+    upstream: Upstream | None,
+    endpoint: str,
+) -> _ServerShell:
+    """The shell over a service of the store, with its disk worker (a spill or segment directory) and, for a host
+    cache, its upstream work."""
+    described = segments[2] if segments is not None else None
+    if described is not None and upstream is not None:  # its peers put or adopt, never writeBegin (cache rule C6)
+        described = dataclasses.replace(described, host_cache=True)
+    if upstream is not None and segments is None:
+        raise SpillDirectoryError("a host cache needs a segment directory (shared memory or a temporary directory)")
+    service = StorageService(store, roles=roles, segment_directory=described, cache=upstream is not None)
+    shell = _ServerShell(service, secured=roles is not None)
+    if segments is not None and (recovered := shell.service.recover_writes(_write_begins(segments[3]))):
+        logger.info("segment directory %s: %d object(s) being written when a previous server stopped: their "
+                    "readers wait for their writers to write them again", segments[0], recovered)  # fmt: skip
+    if directory is not None or segments is not None:
+        shell.disk = DiskWorker(
+            directory, shell.on_written, shell.on_read, segments[0] if segments else None, shell.on_segment_written
+        )
+    if upstream is not None and segments is not None:
+        shell.cache = CacheGlue(
+            shell, loop, upstream.address, segments[0], upstream.security, upstream.timeout_seconds, endpoint
+        )
+    return shell
+
+
 async def serve(
     config: ObjectStorageServerConfig,
     ready: Callable[[str], None] | None = None,
     stop: asyncio.Event | None = None,
     sockets: Sockets | None = None,
     write_stall_seconds: float = WRITE_STALL_SECONDS,
+    upstream: Upstream | None = None,
 ) -> None:
     """Serve until `stop` is set (forever without one). `ready(endpoint)` is called once bound. A followed write
-    that makes no progress for `write_stall_seconds` to twice that is ended (its readers told).
+    that makes no progress for `write_stall_seconds` to twice that is ended (its readers told). `upstream`: serve as
+    a host cache of that storage server (host_cache/), which needs a segment directory.
 
     Raises ObjectStorageBindError when the address cannot be bound, SpillDirectoryError when the spill directory
     cannot be used.
@@ -506,15 +575,8 @@ async def serve(
         endpoint = bound_endpoint(sock)
         segments = _open_segments(config, endpoint, store)
         reaper = start_reaper(segments[0]) if segments is not None else None  # removes it if this process is killed
-        described = segments[2] if segments is not None else None
-        shell = _ServerShell(StorageService(store, roles=roles, segment_directory=described), secured=roles is not None)
-        if segments is not None and (recovered := shell.service.recover_writes(_write_begins(segments[3]))):
-            logger.info("segment directory %s: %d object(s) being written when a previous server stopped: their "
-                        "readers wait for their writers to write them again", segments[0], recovered)  # fmt: skip
-        if directory is not None or segments is not None:
-            shell.disk = DiskWorker(
-                directory, shell.on_written, shell.on_read, segments[0] if segments else None, shell.on_segment_written
-            )
+        advertised = endpoint if upstream is not None and upstream.peers else ""
+        shell = _make_shell(loop, store, directory, segments, roles, upstream, advertised)
         shell.socket = AsyncSocket(loop, sock, shell.on_message, copy=False)
         logger.info("%s: object storage server listening on %s", config.identity, endpoint)
         if ready is not None:
@@ -530,6 +592,8 @@ async def serve(
     finally:
         if shell is not None and shell.socket is not None:
             shell.socket.close()
+        if shell is not None and shell.cache is not None:
+            shell.cache.close()
         if shell is not None and shell.disk is not None:
             shell.disk.run(shell.service.store.abandon_reads())
             shell.disk.close()
@@ -543,13 +607,26 @@ async def serve(
         sockets.close()
 
 
+@dataclasses.dataclass(frozen=True)
+class Upstream:
+    """The storage server a host cache stands in for (host_cache/)."""
+
+    address: str
+    security: TransportSecurity | None = None
+    timeout_seconds: float = 60.0
+    #: the cache's address is one the caches of other hosts reach (it says it upstream, and fetches from them)
+    peers: bool = True
+
+
 def _setup_logging(config: ObjectStorageServerConfig) -> None:
     from scaler.config.logging_setup import setup_logging
 
     setup_logging(config, "object_storage_server")
 
 
-async def _serve_until_signalled(config: ObjectStorageServerConfig, security: ServerKeys) -> None:
+async def _serve_until_signalled(
+    config: ObjectStorageServerConfig, security: ServerKeys, certificate: ServerCertificate | None = None
+) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     signals = (signal.SIGINT, signal.SIGTERM)
@@ -562,7 +639,8 @@ async def _serve_until_signalled(config: ObjectStorageServerConfig, security: Se
         served[0].register()  # local clients and workers find the keys for this address
 
     try:
-        await serve(config, ready=ready, stop=stop, sockets=SocketFactory(security=security.security))
+        sockets = SocketFactory(security=security.security, certificate=certificate)
+        await serve(config, ready=ready, stop=stop, sockets=sockets)
     finally:
         for addresses in served:
             addresses.unregister()
@@ -576,7 +654,8 @@ def run_object_storage_server(config: ObjectStorageServerConfig, security: Trans
     _setup_logging(config)
     try:
         resolved = ServerKeys(security) if security is not None else server_keys(config, "the object storage server")
-    except KeyFileError as error:
+        certificate = server_certificate(config, (config.bind_address,))
+    except (KeyFileError, TlsFileError) as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION
     if hasattr(signal, "SIGPIPE"):
@@ -584,7 +663,7 @@ def run_object_storage_server(config: ObjectStorageServerConfig, security: Trans
         # vanishes mid-write kill the server (behaviour F6).
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     try:
-        run(_serve_until_signalled(config, resolved))
+        run(_serve_until_signalled(config, resolved, certificate))
     except (ObjectStorageBindError, SpillDirectoryError) as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION  # the address is malformed, in use or not ours; the spill directory unusable

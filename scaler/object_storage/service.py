@@ -21,7 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from scaler.object_storage.followed_writes import FilePiece, FollowedWrites, Outgoing
+from scaler.object_storage.followed_writes import FilePiece, FollowedWrites, Outgoing, WaitingRead
+from scaler.object_storage.host_cache.cache_rules import C6_REFUSAL, FETCHER, CacheRole
+from scaler.object_storage.host_ledger import HostLedger
 from scaler.object_storage.store import (
     NO_OWNER,
     AdoptResult,
@@ -49,8 +51,10 @@ from scaler.protocol.storage_messages import (
     Info,
     MappedSize,
     ObjectSize,
+    ObjectSource,
     Put,
     SegmentDirectory,
+    SourceRequest,
     StorageHello,
     StorageOperation,
     StorageReply,
@@ -84,6 +88,7 @@ _OPERATION_NAMES: dict[type, str] = {
     GetInParts: "getInParts",
     WriteBegin: "writeBegin",
     WriteProgress: "writeProgress",
+    SourceRequest: "source",
 }
 
 #: The most adopts one adoptMany may carry (a client sends at most put_pipeline's batch).
@@ -102,6 +107,9 @@ class StorageAnswer:
     in_parts: bool = False
     #: a part of a followed write's answer: its payload frame is this piece of a segment directory's file
     file_piece: FilePiece | None = None
+    #: a source's answer (host_ledger.py): the shell fills in the digests of the object's pieces (its payload, or the
+    #: segment file named by `segment`) and sends no payload
+    digests: bool = False
 
     @property
     def is_rejection(self) -> bool:
@@ -165,10 +173,14 @@ class _Greeted:
     role: str
     owner: bytes
     key: bytes | None
+    cache_address: str = ""  #: a host cache's, where the caches of other hosts reach it (host_ledger.py)
 
 
-#: Roles that store and read any client's objects: the worker side runs every client's tasks.
-WORKER_ROLES = frozenset({"worker", "processor", "offload-proxy"})
+NOT_FOUND = StorageStatus.NOT_FOUND
+
+#: Roles that store and read any client's objects: the worker side runs every client's tasks (a host cache is the
+#: worker side of its host).
+WORKER_ROLES = frozenset({"worker", "processor", "offload-proxy", "cache"})
 
 
 class StorageService:
@@ -188,9 +200,11 @@ class StorageService:
         max_greeted_peers: int = MAX_GREETED_PEERS,
         roles: PeerRoles | None = None,
         segment_directory: SegmentDirectory | None = None,
+        cache: bool = False,
     ) -> None:
         """`segment_directory`: what a hello's reply tells a peer of the store's segment directory (None: it has
-        none; every object is then held in this process)."""
+        none; every object is then held in this process). `cache`: this is a host cache (host_cache/cache_rules.py):
+        misses are fetched from upstream, puts stored there too."""
         self.store = store if store is not None else ObjectStore()
         self._segment_directory = segment_directory
         #: peer identity -> what it said in its hello; least recently active first.
@@ -209,6 +223,12 @@ class StorageService:
         #: the objects being written that readers may follow, and what is to be sent to those readers
         self.writes = FollowedWrites()
         self._outgoing: list[Reply] = []
+        #: the cache role's waiting reads, puts and exists, and its upstream work (None: a storage server)
+        self.cache: CacheRole[WaitingRead, _Waiter] | None = CacheRole() if cache else None
+        #: which host caches hold or fetch which object (a storage server's: the sources it names)
+        self.ledger = HostLedger()
+        if cache:  # the cache's own fetcher stores what it fetched through the requests any peer makes
+            self._greeted[FETCHER] = _Greeted("worker", b"", None)
 
     def role_of(self, peer: bytes) -> str | None:
         greeted = self._greeted.get(peer)
@@ -250,13 +270,23 @@ class StorageService:
         except DecodeError as error:
             # Cap'n Proto appends a native stack trace on further lines; the first line says what is wrong.
             return bad_request(0, f"undecodable request header: {str(error).splitlines()[0]}")
-        operation, request_id = request.operation, request.request_id
+        return self.act(peer, request.request_id, request.operation, payload, key)
+
+    def act(
+        self,
+        peer: bytes,
+        request_id: int,
+        operation: StorageOperation,
+        payload: Sequence[PayloadBuffer] = (),
+        key: bytes | None = None,
+    ) -> StorageAnswer | None:
+        """The answer to one decoded request (`handle` after decoding; a host cache's fetcher calls it directly)."""
         if isinstance(operation, StorageHello):
             return self._hello(peer, request_id, operation, payload, key)
         greeted = self._greeted.get(peer)
         if greeted is None:
             return StorageAnswer(StorageReply(request_id, StorageStatus.HELLO_REQUIRED, "say hello before any request"))
-        if self._roles is not None:
+        if self._roles is not None and peer != FETCHER:  # the cache's own fetcher is no connection
             if key != greeted.key:
                 return self._refused(request_id, "this identity said hello with another CURVE key")
             if not self._roles.roles_of(key or b""):
@@ -285,6 +315,11 @@ class StorageService:
             return self._write_begin(peer, request_id, operation, greeted)
         if isinstance(operation, WriteProgress):
             return self._write_progress(peer, request_id, operation)
+        if isinstance(operation, SourceRequest):
+            return self._source(request_id, operation, greeted)
+        if isinstance(operation, Exists) and self.cache is not None and peer != FETCHER:
+            self.cache.check(operation.object_id, (peer, request_id))  # C5: the upstream's answer
+            return None
         return self._execute(request_id, operation, greeted)
 
     def write_finished(self, object_id: bytes, generation: int, error: str | None) -> list[Reply]:
@@ -318,17 +353,58 @@ class StorageService:
     def _settled(self, object_id: bytes, generation: int) -> list[Reply]:
         if not self.store.settled(object_id, generation):
             return []
+        waiting: list[WaitingRead] = []
         if object_id in self.writes:  # stored: its followers get the rest, the reads that waited their answers
             pieces, waiting = self.writes.stored(object_id)
             self._send(pieces)
-            for read in waiting:
-                greeted = self._greeted.get(read.peer)
-                answer = None if greeted is None else self._get(
-                    read.peer, read.request_id, ObjectID(object_id), greeted, read.mapped, read.in_parts
-                )  # fmt: skip
-                if answer is not None:
-                    self._outgoing.append(Reply(read.peer, answer))
-        return _answers(self._waiting_puts.pop((object_id, generation), []), StorageStatus.OK, "")
+        puts = self._waiting_puts.pop((object_id, generation), [])
+        if self.cache is not None:
+            waiting += self.cache.fetch_ended(object_id)  # C2: a fetch's copy is stored
+            uploads = [waiter for waiter in puts if isinstance(waiter, _InBatch) or waiter[0] != FETCHER]
+            if uploads:  # C4: a peer's object is answered once the upstream holds it too
+                self.cache.upload(object_id, generation, uploads)
+                puts = [waiter for waiter in puts if waiter not in uploads]
+        self._answer_reads(object_id, waiting)
+        return _answers(puts, StorageStatus.OK, "")
+
+    def _answer_reads(self, object_id: bytes, waiting: Sequence[WaitingRead]) -> None:
+        """The reads that waited for the object, answered as reads of what is stored now."""
+        for read in waiting:
+            greeted = self._greeted.get(read.peer)
+            answer = None if greeted is None else self._get(
+                read.peer, read.request_id, ObjectID(object_id), greeted, read.mapped, read.in_parts
+            )  # fmt: skip
+            if answer is not None:
+                self._outgoing.append(Reply(read.peer, answer))
+
+    # ------------------------------------------------------------ a host cache's upstream (cache_rules.py)
+
+    def fetch_failed(self, object_id: bytes, reason: str) -> None:
+        """C3: the fetch of the object failed: every read waiting or following it is told why."""
+        assert self.cache is not None
+        self._write_ended(object_id, reason)
+        writing = self.writes.get(object_id)
+        if writing is not None and writing.writer == FETCHER:
+            self.writes.forget(object_id)  # a later read starts a new fetch
+        not_found = f"object {ObjectID(object_id).hex()} could not be fetched: {reason}"
+        for read in self.cache.fetch_ended(object_id):
+            self._outgoing.append(Reply(read.peer, StorageAnswer(StorageReply(read.request_id, NOT_FOUND, not_found))))
+
+    def uploaded(self, object_id: bytes, generation: int, status: StorageStatus, reason: str) -> list[Reply]:
+        """C4: the upstream's answer to an upload, for the puts and adopts that waited for it."""
+        assert self.cache is not None
+        return _answers(self.cache.uploaded(object_id, generation), status, reason)
+
+    def checked(self, object_id: bytes, exists: bool | None, reason: str = "") -> list[Reply]:
+        """C5: the upstream's answer to an exists (None: it could not be asked, `reason` says why); a copy of an object
+        it no longer holds is dropped."""
+        assert self.cache is not None
+        if exists is False and self.store.get(object_id) is not None:
+            self.store.delete([object_id])
+        askers = self.cache.checked(object_id)
+        if exists is None:
+            return _answers(askers, StorageStatus.NOT_FOUND, reason)
+        return [Reply(peer, _ok(request_id, exists)) for peer, request_id in _pairs(askers)]
 
     def _write_ended(self, object_id: bytes, why: str) -> None:
         if object_id in self.writes:
@@ -379,7 +455,7 @@ class StorageService:
             return StorageAnswer(StorageReply(request_id, StorageStatus.REFUSED, reason))
         if hello.role == "client" and key is not None:
             self._owner_keys.setdefault(hello.owner_id, key)
-        self._greeted[peer] = _Greeted(hello.role, hello.owner_id, key)
+        self._greeted[peer] = _Greeted(hello.role, hello.owner_id, key, hello.cache_address)
         self._greeted.move_to_end(peer)
         while len(self._greeted) > self._max_greeted_peers:
             self._greeted.popitem(last=False)
@@ -388,6 +464,8 @@ class StorageService:
     def _hello_refusal(self, hello: StorageHello, key: bytes | None) -> str | None:
         if hello.role == "client" and not hello.owner_id:
             return "a client's hello must carry its client id (the owner of the objects it stores)"
+        if self.cache is not None and hello.role not in WORKER_ROLES and hello.role != "readiness-probe":
+            return f"a host cache serves the workers of its host, not a {hello.role or 'peer'}: use the storage server"
         if self._roles is None:
             return None
         if key is None:
@@ -430,7 +508,15 @@ class StorageService:
         if not self.store.settled(put.object_id, stored.generation):  # answered once its files are written
             self._waiting_puts.setdefault((put.object_id, stored.generation), []).append((peer_id, request_id))
             return None
+        if self.cache is not None:
+            self._outgoing += self._settled_here(put.object_id, stored.generation, peer_id, request_id)
+            return None
         return _ok(request_id)
+
+    def _settled_here(self, object_id: bytes, generation: int, peer_id: bytes, request_id: int) -> list[Reply]:
+        """A host cache's put that settled at once: answered as `_settled` answers those that waited."""
+        self._waiting_puts.setdefault((object_id, generation), []).append((peer_id, request_id))
+        return self._settled(object_id, generation)
 
     def _adopt(self, peer_id: bytes, request_id: int, adopt: Adopt, peer: _Greeted) -> StorageAnswer | None:
         if self._segment_directory is None or not self._segment_directory.path:
@@ -486,6 +572,8 @@ class StorageService:
 
     def _write_begin(self, peer_id: bytes, request_id: int, begin: WriteBegin, peer: _Greeted) -> StorageAnswer:
         """A peer of the server's host starts writing an object's segment file (followed_writes.py)."""
+        if self.cache is not None and peer_id != FETCHER:
+            return bad_request(request_id, C6_REFUSAL)
         if self._segment_directory is None or not self._segment_directory.path:
             return bad_request(request_id, "this server has no segment directory: store objects with put")
         if not begin.object_id or "/" in begin.file_name or not begin.file_name.endswith(".put"):
@@ -496,7 +584,12 @@ class StorageService:
         if self.store.get(begin.object_id) is not None:
             return bad_request(request_id, f"object {begin.object_id.hex()} is stored already: put it instead")
         problem = self.writes.begin(begin, peer_id)
-        return bad_request(request_id, problem) if problem is not None else _ok(request_id)
+        if problem is not None:
+            return bad_request(request_id, problem)
+        if self.cache is not None:  # C2: the reads that waited for the fetch follow it
+            for read in self.cache.fetch_began(begin.object_id):
+                self._send(self.writes.follow(begin.object_id, read.peer, read.request_id, read.mapped, read.in_parts))
+        return _ok(request_id)
 
     def _write_progress(self, peer_id: bytes, request_id: int, progress: WriteProgress) -> StorageAnswer:
         writing = self.writes.get(progress.object_id)
@@ -530,6 +623,9 @@ class StorageService:
                 return StorageAnswer(StorageReply(request_id, StorageStatus.NOT_FOUND, reason))
             self._send(self.writes.follow(object_id, peer_id, request_id, mapped, in_parts))
             return None  # answered as the write goes on, or once it is stored
+        if stored is None and self.cache is not None and peer_id != FETCHER and self._waits_for_fetch(peer, object_id):
+            self.cache.miss(object_id, WaitingRead(peer_id, request_id, mapped, in_parts))  # C1: fetched from upstream
+            return None
         if stored is None or not self._may_read(peer, stored.owner_id):
             # a foreign object is "not stored" to a client: its id must not be confirmed either
             return StorageAnswer(StorageReply(request_id, StorageStatus.NOT_FOUND, _not_found(object_id)))
@@ -548,6 +644,29 @@ class StorageService:
         self._waiting_gets.setdefault(reading, []).append((peer_id, request_id, mapped, in_parts))
         return None
 
+    def _source(self, request_id: int, request: SourceRequest, peer: _Greeted) -> StorageAnswer:
+        """Where a host cache fetches an object from (host_ledger.py): another host's cache, with the digests of the
+        object's pieces (the shell takes them), or this server ("")."""
+        if not peer.cache_address or self.cache is not None:
+            return bad_request(request_id, "source: only a host cache asks, and only its storage server answers")
+        stored = self.store.get(request.object_id)
+        settled = stored is not None and self.store.settled(request.object_id, stored.generation)
+        source = self.ledger.source(request.object_id, peer.cache_address, request.failed)
+        held = stored is not None and (stored.frames is not None or stored.segment is Segment.READY)
+        if stored is None or not settled or not source or not held:
+            return _ok(request_id, ObjectSource())
+        segment = request.object_id if stored.frames is None else b""
+        reply = StorageReply(request_id, StorageStatus.OK, "", ObjectSource(source))
+        return StorageAnswer(reply, stored.frames or (), segment, digests=True)
+
+    def _waits_for_fetch(self, peer: _Greeted, object_id: bytes) -> bool:
+        """C1: a read from this host waits for its fetch; one from another host's cache only for a fetch under way (it
+        asks no fetch: its own host fetches from elsewhere when this one has nothing)."""
+        assert self.cache is not None
+        if peer.role == "cache":
+            return self.cache.is_fetching(object_id)
+        return peer.role in WORKER_ROLES
+
     def _execute(self, request_id: int, operation: StorageOperation, peer: _Greeted) -> StorageAnswer:
         store = self.store
         if isinstance(operation, Exists):
@@ -563,8 +682,10 @@ class StorageService:
                 mine = [i for i in operation.object_ids if (o := store.get(i)) is None or o.owner_id == peer.owner]
                 self.refusals += len(operation.object_ids) - len(mine)
                 ended = self._end_deleted_writes(mine, peer.owner)
+                self.ledger.forget(mine)
                 return _ok(request_id, len(ended) + store.delete(mine))
             ended = self._end_deleted_writes(operation.object_ids, None)
+            self.ledger.forget(operation.object_ids)
             return _ok(request_id, len(ended) + store.delete(operation.object_ids))
         if isinstance(operation, DeleteOwner):
             if peer.role != "scheduler" and not (peer.role == "client" and operation.owner_id == peer.owner):
@@ -614,6 +735,10 @@ def _answers(waiting: list[_Waiter], status: StorageStatus, reason: str) -> list
             peer, request_id = waiter
             replies.append(Reply(peer, StorageAnswer(StorageReply(request_id, status, reason))))
     return replies
+
+
+def _pairs(waiting: list[_Waiter]) -> list[tuple[bytes, int]]:
+    return [waiter for waiter in waiting if not isinstance(waiter, _InBatch)]
 
 
 def _full(request_id: int, refusal: Refusal) -> StorageAnswer:

@@ -44,6 +44,7 @@ class ProcessorContext:
     #: how the worker's connections are secured; a Client created inside the task uses it too
     security: TransportSecurity | None = None
     threads: TaskThreadHooks | None = None
+    object_storage_address: str = ""  #: where its worker said object storage is ("" until it said)
 
     @property
     def task_priority(self) -> int:

@@ -30,10 +30,10 @@ from scaler.payload.storage import StorageAccess
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 
-#: Bumped when the bundle or outcome layout changes: a runner refuses bundles it does not understand. Format 2: a
-#: bundle carries each object as the frames it was stored in (format 1 joined them, and a large `bytes` object, a
-#: marker frame then its bytes, could not be read back: issue 38). Format 3: an outcome carries each object the
-#: execution stored as its frames too (a result pickled with out-of-band buffers is several frames: issue 40).
+#: Bumped when the bundle or outcome layout changes: a runner refuses bundles it does not understand. A bundle carries
+#: each object as the frames it was stored in (joined, a large `bytes` object, a marker frame then its bytes, could
+#: not be read back), and an outcome each object the execution stored as its frames too (a result pickled with
+#: out-of-band buffers is several frames).
 BUNDLE_FORMAT = 3
 
 

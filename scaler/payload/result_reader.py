@@ -26,6 +26,7 @@ STATUS_ERRORS: dict[m.ResultStatus, type[Exception]] = {
     m.ResultStatus.ERROR: errors.ScalerError,
     m.ResultStatus.ACTOR_RESTARTED: errors.ActorRestartedError,
     m.ResultStatus.ACTOR_DIED: errors.ActorDiedError,
+    m.ResultStatus.INPUT_UNREACHABLE: errors.ObjectStorageException,
 }
 
 

@@ -12,7 +12,8 @@ cache: the content its id names, never other data.)
 
 A reference inside an argument (`ObjectReference`, `NodeResult`) unpickles as its object through the resolvers
 installed while the arguments are read. A task that cannot become a call (an object gone from storage, bytes that do
-not deserialize) ends here with the TaskResult that says why.
+not deserialize) ends here with the TaskResult that says why; one whose input could not be fetched (storage silent or
+unreachable) ends INPUT_UNREACHABLE, which the scheduler retries.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from scaler.errors import DeserializeObjectError, MissingObjects
+from scaler.errors import DeserializeObjectError, MissingObjects, ObjectStorageException
 from scaler.payload import references
 from scaler.payload.result_writer import failed_result
 from scaler.payload.serializer import DefaultSerializer, Serializer, deserialize_frames, deserialize_with
@@ -147,6 +148,14 @@ class _TaskFailure(Exception):
         self.status = status
 
 
+def _unreachable(what: str, object_id: bytes, error: ObjectStorageException) -> _TaskFailure:
+    """An input that could not be fetched (storage silent or unreachable, the read broken off): not the task's fault,
+    so the scheduler runs it again within its retry budget, as when its worker dies."""
+    return _TaskFailure(
+        m.ResultStatus.INPUT_UNREACHABLE, f"{what} (object {bytes(object_id).hex()}) could not be fetched: {error}"
+    )
+
+
 class TaskDecoder:
     """Per processor: turns tasks into calls, keeping serializers, functions and objects across tasks."""
 
@@ -259,7 +268,11 @@ class TaskDecoder:
         if found and self._known_for.get(object_id) == self._asker and object_id[:OWNER_TAG_BYTES] == self._tag:
             return value  # fetched or checked for this client in this epoch: not deleted since (see the docstring)
         if found:
-            if not self._storage().exists(object_id):
+            try:
+                exists = self._storage().exists(object_id)
+            except ObjectStorageException as error:
+                raise _unreachable(_NEEDED, object_id, error) from None
+            if not exists:
                 self._objects.drop(key)  # deleted for good: no task can use it any more
                 raise _TaskFailure(
                     m.ResultStatus.MISSING_OBJECT,
@@ -278,6 +291,8 @@ class TaskDecoder:
     def _deserialized(object_id: bytes, serializer: Serializer, frames: list[memoryview]) -> Any:
         try:
             return deserialize_frames(serializer, frames)
+        except _TaskFailure:
+            raise  # a reference inside it to an object that could not be had
         except Exception as error:
             raise DeserializeObjectError(f"could not deserialize object {object_id.hex()}: {error!r}") from error
 
@@ -293,6 +308,8 @@ class TaskDecoder:
     def _fetch_frames(self, object_id: ObjectID, what: str, writable: bool = False) -> list[memoryview]:
         try:
             return self._storage().get_frames(object_id, copy_on_write=writable)
+        except ObjectStorageException as error:
+            raise _unreachable(what, object_id, error) from None
         except MissingObjects as error:
             raise _TaskFailure(
                 m.ResultStatus.MISSING_OBJECT,

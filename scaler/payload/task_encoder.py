@@ -16,6 +16,7 @@ import hashlib
 import inspect
 import itertools
 import pickle
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterable
@@ -332,12 +333,16 @@ class TaskEncoder:
             self._fingerprints.add(key)
             return object_id
         digest: list[ObjectID] = []
-        hashing = threading.Thread(target=lambda: digest.append(content_id(self._client_id, payload)))
-        hashing.start()
-        try:
+        if sys.platform == "emscripten":  # no thread in a browser (Pyodide): hashed before it is sent
+            digest.append(content_id(self._client_id, payload))
             self._objects.store(object_id, payload, name)
-        finally:
-            hashing.join()
+        else:
+            hashing = threading.Thread(target=lambda: digest.append(content_id(self._client_id, payload)))
+            hashing.start()
+            try:
+                self._objects.store(object_id, payload, name)
+            finally:
+                hashing.join()
         self._large[digest[0]] = object_id
         self._fingerprints.add(key)
         return object_id

@@ -80,6 +80,7 @@ _M_HELLO_REPLY__HEARTBEAT_INTERVAL_SECONDS = field_of("m", "HelloReply.heartbeat
 _M_HELLO_REPLY__WORKER_COUNT = field_of("m", "HelloReply.workerCount")
 _M_HELLO_REPLY__INSTANCE_ID = field_of("m", "HelloReply.instanceId")
 _M_HELLO_REPLY__RESUME_SECONDS = field_of("m", "HelloReply.resumeSeconds")
+_M_HELLO_REPLY__OBJECT_STORAGE_SERVER_KEY = field_of("m", "HelloReply.objectStorageServerKey")
 _NEW_M_HELLO_REPLY = constructor(m.HelloReply)
 _M_HEARTBEAT__CPU_PERCENT = field_of("m", "Heartbeat.cpuPercent")
 _M_HEARTBEAT__RSS_BYTES = field_of("m", "Heartbeat.rssBytes")
@@ -457,7 +458,14 @@ _SM_STORAGE_REQUEST__ADOPT_MANY = field_of("sm", "StorageRequest.adoptMany")
 _SM_STORAGE_REQUEST__GET_IN_PARTS = field_of("sm", "StorageRequest.getInParts")
 _SM_STORAGE_REQUEST__WRITE_BEGIN = field_of("sm", "StorageRequest.writeBegin")
 _SM_STORAGE_REQUEST__WRITE_PROGRESS = field_of("sm", "StorageRequest.writeProgress")
+_SM_STORAGE_REQUEST__SOURCE = field_of("sm", "StorageRequest.source")
 _NEW_SM_STORAGE_REQUEST = constructor(sm.StorageRequest)
+_SM_SOURCE_REQUEST__OBJECT_ID = field_of("sm", "SourceRequest.objectId")
+_SM_SOURCE_REQUEST__FAILED = field_of("sm", "SourceRequest.failed")
+_NEW_SM_SOURCE_REQUEST = constructor(sm.SourceRequest)
+_SM_OBJECT_SOURCE__ADDRESS = field_of("sm", "ObjectSource.address")
+_SM_OBJECT_SOURCE__PIECE_DIGESTS = field_of("sm", "ObjectSource.pieceDigests")
+_NEW_SM_OBJECT_SOURCE = constructor(sm.ObjectSource)
 _SM_WRITE_BEGIN__OBJECT_ID = field_of("sm", "WriteBegin.objectId")
 _SM_WRITE_BEGIN__OWNER_ID = field_of("sm", "WriteBegin.ownerId")
 _SM_WRITE_BEGIN__FILE_NAME = field_of("sm", "WriteBegin.fileName")
@@ -473,6 +481,7 @@ _SM_STORAGE_HELLO__PROTOCOL_VERSION = field_of("sm", "StorageHello.protocolVersi
 _SM_STORAGE_HELLO__PYTHON_VERSION = field_of("sm", "StorageHello.pythonVersion")
 _SM_STORAGE_HELLO__ROLE = field_of("sm", "StorageHello.role")
 _SM_STORAGE_HELLO__OWNER_ID = field_of("sm", "StorageHello.ownerId")
+_SM_STORAGE_HELLO__CACHE_ADDRESS = field_of("sm", "StorageHello.cacheAddress")
 _NEW_SM_STORAGE_HELLO = constructor(sm.StorageHello)
 _SM_ADOPT_REQUEST__OBJECT_ID = field_of("sm", "AdoptRequest.objectId")
 _SM_ADOPT_REQUEST__OWNER_ID = field_of("sm", "AdoptRequest.ownerId")
@@ -506,12 +515,14 @@ _SM_STORAGE_REPLY__DELETED = field_of("sm", "StorageReply.deleted")
 _SM_STORAGE_REPLY__SEGMENTS = field_of("sm", "StorageReply.segments")
 _SM_STORAGE_REPLY__MAPPED = field_of("sm", "StorageReply.mapped")
 _SM_STORAGE_REPLY__OUTCOMES = field_of("sm", "StorageReply.outcomes")
+_SM_STORAGE_REPLY__SOURCE = field_of("sm", "StorageReply.source")
 _NEW_SM_STORAGE_REPLY = constructor(sm.StorageReply)
 _SM_SEGMENT_DIRECTORY__PATH = field_of("sm", "SegmentDirectory.path")
 _SM_SEGMENT_DIRECTORY__BOOT_ID = field_of("sm", "SegmentDirectory.bootId")
 _SM_SEGMENT_DIRECTORY__DEVICE = field_of("sm", "SegmentDirectory.device")
 _SM_SEGMENT_DIRECTORY__INODE = field_of("sm", "SegmentDirectory.inode")
 _SM_SEGMENT_DIRECTORY__SHARED_MEMORY = field_of("sm", "SegmentDirectory.sharedMemory")
+_SM_SEGMENT_DIRECTORY__HOST_CACHE = field_of("sm", "SegmentDirectory.hostCache")
 _NEW_SM_SEGMENT_DIRECTORY = constructor(sm.SegmentDirectory)
 _SM_STORAGE_INFO__OBJECT_COUNT = field_of("sm", "StorageInfo.objectCount")
 _SM_STORAGE_INFO__TOTAL_BYTES = field_of("sm", "StorageInfo.totalBytes")
@@ -659,6 +670,7 @@ def write_hello_reply(b: Any, v: m.HelloReply) -> None:
     b.workerCount = v.worker_count
     b.instanceId = v.instance_id
     b.resumeSeconds = v.resume_seconds
+    b.objectStorageServerKey = v.object_storage_server_key
 
 
 def read_hello_reply(r: Any) -> m.HelloReply:
@@ -672,6 +684,7 @@ def read_hello_reply(r: Any) -> m.HelloReply:
         r._get_by_field(_M_HELLO_REPLY__WORKER_COUNT),
         r._get_by_field(_M_HELLO_REPLY__INSTANCE_ID),
         r._get_by_field(_M_HELLO_REPLY__RESUME_SECONDS),
+        r._get_by_field(_M_HELLO_REPLY__OBJECT_STORAGE_SERVER_KEY),
     )
 
 
@@ -1897,6 +1910,8 @@ def write_storage_request(b: Any, v: sm.StorageRequest) -> None:  # noqa: C901 -
         write_write_begin(b.init("writeBegin"), x)
     elif isinstance(x, sm.WriteProgress):
         write_write_progress(b.init("writeProgress"), x)
+    elif isinstance(x, sm.SourceRequest):
+        write_source_request(b.init("source"), x)
     else:
         raise TypeError(f"{type(x).__name__} is not a member of this union")
 
@@ -1930,9 +1945,36 @@ def read_storage_request(r: Any) -> sm.StorageRequest:  # noqa: C901 - one branc
         operation = read_write_begin(r._get_by_field(_SM_STORAGE_REQUEST__WRITE_BEGIN))
     elif which == "writeProgress":
         operation = read_write_progress(r._get_by_field(_SM_STORAGE_REQUEST__WRITE_PROGRESS))
+    elif which == "source":
+        operation = read_source_request(r._get_by_field(_SM_STORAGE_REQUEST__SOURCE))
     else:
         raise ValueError(f"unknown union member {which}")
     return _NEW_SM_STORAGE_REQUEST(r._get_by_field(_SM_STORAGE_REQUEST__REQUEST_ID), operation)
+
+
+def write_source_request(b: Any, v: sm.SourceRequest) -> None:
+    b.objectId = v.object_id
+    b.failed = v.failed
+
+
+def read_source_request(r: Any) -> sm.SourceRequest:
+    return _NEW_SM_SOURCE_REQUEST(
+        r._get_by_field(_SM_SOURCE_REQUEST__OBJECT_ID), r._get_by_field(_SM_SOURCE_REQUEST__FAILED)
+    )
+
+
+def write_object_source(b: Any, v: sm.ObjectSource) -> None:
+    b.address = v.address
+    b.pieceDigests = v.piece_digests
+
+
+def read_object_source(r: Any) -> sm.ObjectSource:
+    return _NEW_SM_OBJECT_SOURCE(
+        r._get_by_field(_SM_OBJECT_SOURCE__ADDRESS),
+        tuple(r._get_by_field(_SM_OBJECT_SOURCE__PIECE_DIGESTS))
+        if r._has_by_field(_SM_OBJECT_SOURCE__PIECE_DIGESTS)
+        else (),
+    )
 
 
 def write_write_begin(b: Any, v: sm.WriteBegin) -> None:
@@ -1974,6 +2016,7 @@ def write_storage_hello(b: Any, v: sm.StorageHello) -> None:
     b.pythonVersion = v.python_version
     b.role = v.role
     b.ownerId = v.owner_id
+    b.cacheAddress = v.cache_address
 
 
 def read_storage_hello(r: Any) -> sm.StorageHello:
@@ -1982,6 +2025,7 @@ def read_storage_hello(r: Any) -> sm.StorageHello:
         r._get_by_field(_SM_STORAGE_HELLO__PYTHON_VERSION),
         r._get_by_field(_SM_STORAGE_HELLO__ROLE),
         r._get_by_field(_SM_STORAGE_HELLO__OWNER_ID),
+        r._get_by_field(_SM_STORAGE_HELLO__CACHE_ADDRESS),
     )
 
 
@@ -2076,6 +2120,8 @@ def write_storage_reply(b: Any, v: sm.StorageReply) -> None:
         b.mapped = x.total_bytes
     elif isinstance(x, sm.AdoptOutcomes):
         write_adopt_outcomes(b.init("outcomes"), x)
+    elif isinstance(x, sm.ObjectSource):
+        write_object_source(b.init("source"), x)
     elif isinstance(x, int):
         b.deleted = x
     else:
@@ -2104,6 +2150,8 @@ def read_storage_reply(r: Any) -> sm.StorageReply:
         value = sm.MappedSize(r._get_by_field(_SM_STORAGE_REPLY__MAPPED))
     elif which == "outcomes":
         value = read_adopt_outcomes(r._get_by_field(_SM_STORAGE_REPLY__OUTCOMES))
+    elif which == "source":
+        value = read_object_source(r._get_by_field(_SM_STORAGE_REPLY__SOURCE))
     else:
         raise ValueError(f"unknown union member {which}")
     return _NEW_SM_STORAGE_REPLY(
@@ -2124,6 +2172,7 @@ def write_segment_directory(b: Any, v: sm.SegmentDirectory) -> None:
     b.device = v.device
     b.inode = v.inode
     b.sharedMemory = v.shared_memory
+    b.hostCache = v.host_cache
 
 
 def read_segment_directory(r: Any) -> sm.SegmentDirectory:
@@ -2133,6 +2182,7 @@ def read_segment_directory(r: Any) -> sm.SegmentDirectory:
         r._get_by_field(_SM_SEGMENT_DIRECTORY__DEVICE),
         r._get_by_field(_SM_SEGMENT_DIRECTORY__INODE),
         r._get_by_field(_SM_SEGMENT_DIRECTORY__SHARED_MEMORY),
+        r._get_by_field(_SM_SEGMENT_DIRECTORY__HOST_CACHE),
     )
 
 

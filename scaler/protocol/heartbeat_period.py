@@ -8,10 +8,10 @@ Rules:
    HEARTBEATS_PER_SECOND heartbeats a second. In whole seconds, the period moves only when the worker count
    crosses a multiple of that rate. A worker is given that period when it is longer than the floor, else 0: "your
    own", so that a worker configured to beat faster than the floor still does in a small cluster (`given_period`).
-2. HEARTBEATS_PER_SECOND = 50: a heartbeat costs the scheduler 100 to 250 µs of a core on the 2-core virtual machine
-   of benchmarks/notes/scale.md, all in ("Idle: part 3": the wake-up of its loop and of ZeroMQ's I/O thread, the
-   reads and the echo's send, decoding it, a step of the core; the most when heartbeats are few, each waking a cold
-   process), so that 100 a second were 2% of a core, twice the 1% per 1,000 workers an idle cluster may cost. Dask's
+2. HEARTBEATS_PER_SECOND = 50: a heartbeat costs the scheduler 100 to 250 µs of a core on a 2-core virtual machine,
+   all in (the wake-up of its loop and of ZeroMQ's I/O thread, the reads and the echo's send, decoding it, a step of
+   the core; the most when heartbeats are few, each waking a cold process), so that 100 a second are 2% of a core,
+   twice the 1% per 1,000 workers an idle cluster may cost. Dask's
    scheduler bounds the same rate at 200 a second (n / 200 + 1 s beyond 200 workers, a worker dead after ten periods
    or its 5-minute TTL); a quarter of that here: 20 s at 1,000 workers, 100 s at 5,000, 200 s at 10,000. What it
    costs: a hung worker is found after three periods when those are longer than `worker_timeout_seconds` (rule 4):

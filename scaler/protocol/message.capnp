@@ -10,12 +10,14 @@
 # The Python values and codec are generated from this file (python -m scaler.protocol.generate): the order in which
 # a struct declares its fields is the order of its Python attributes; ordinals decide the wire.
 
-const protocolVersion :UInt32 = 5;
+const protocolVersion :UInt32 = 6;
   # Every hello carries it; peers of another version are refused. Raise it with any change an older peer cannot read:
   # a new message, union member or enumerant it would receive, or a changed meaning (docs/protocol.md, section 4.6).
   # Version 4: one route; every task reaches its processor on the processor's own link (docs/protocol.md section 3.7).
   # Version 5: the scheduler gives each worker its heartbeat period, longer with more workers (HeartbeatEcho's
   # heartbeatIntervalSeconds; docs/protocol.md section 3.4).
+  # Version 6: host caches (docs/architecture.md, "One copy per host"): HelloReply's objectStorageServerKey; in the
+  # storage protocol, StorageHello's cacheAddress, the source request and reply, SegmentDirectory's hostCache.
 
 const priorityDepthBits :UInt32 = 10;
   # A task's priority is the user's priority shifted left by this many bits, plus its nesting depth (client/sharing.py):
@@ -105,6 +107,8 @@ struct HelloReply {
   workerCount @6 :UInt32;   # connected workers, a hint for clients sizing map batches
   instanceId @7 :Data;      # this scheduler process; a new one after a restart at the same address
   resumeSeconds @8 :Float64; # a client's: how long its work waits for it when it is away (0: not at all)
+  objectStorageServerKey @9 :Text;  # an agent's to its processors: the CURVE public key (z85) of the server at
+                            # objectStorageAddress when it is not the servers' own (the host's cache); empty: theirs
 }
 
 struct Heartbeat {
@@ -268,6 +272,10 @@ enum ResultStatus {
                             # elsewhere (errorMessage says why, and which restart), the call does not run again
   actorDied @13;            # an actor's call whose actor ended (stopped, its client gone, its constructor failed, its
                             # restarts spent) before the call did; errorMessage says why
+  inputUnreachable @14;     # an input (an argument, the function) could not be fetched from object storage (silent,
+                            # unreachable, the read broken off); errorMessage names the object and why. From a
+                            # processor: the scheduler runs the task again within its retry budget; past it, the
+                            # client gets this status
 }
 
 struct Profile {

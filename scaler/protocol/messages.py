@@ -125,8 +125,10 @@ __all__ = [
 #: a new message, union member or enumerant it would receive, or a changed meaning (docs/protocol.md, section 4.6).
 #: Version 4: one route; every task reaches its processor on the processor's own link (docs/protocol.md section 3.7).
 #: Version 5: the scheduler gives each worker its heartbeat period, longer with more workers (HeartbeatEcho's
-#: heartbeatIntervalSeconds; docs/protocol.md section 3.4).
-PROTOCOL_VERSION = 5
+#: heartbeatIntervalSeconds; docs/protocol.md section 3.4). Version 6: host caches (docs/architecture.md, "One copy
+#: per host"): HelloReply's objectStorageServerKey; in the storage protocol, StorageHello's cacheAddress, the source
+#: request and reply, SegmentDirectory's hostCache.
+PROTOCOL_VERSION = 6
 
 #: A task's priority is the user's priority shifted left by this many bits, plus its nesting depth
 #: (client/sharing.py): `priority >> priorityDepthBits` is the user's priority.
@@ -177,6 +179,10 @@ class ResultStatus(enum.Enum):
     #: an actor's call whose actor ended (stopped, its client gone, its constructor failed, its restarts spent)
     #: before the call did; errorMessage says why
     ACTOR_DIED = "actorDied"
+    #: an input (an argument, the function) could not be fetched from object storage (silent, unreachable, the
+    #: read broken off); errorMessage names the object and why. From a processor: the scheduler runs the task
+    #: again within its retry budget; past it, the client gets this status
+    INPUT_UNREACHABLE = "inputUnreachable"
 
 
 class CancelOutcome(enum.Enum):
@@ -329,6 +335,9 @@ class HelloReply:
     instance_id: bytes = b""
     #: a client's: how long its work waits for it when it is away (0: not at all)
     resume_seconds: float = 0.0
+    #: an agent's to its processors: the CURVE public key (z85) of the server at objectStorageAddress when it is
+    #: not the servers' own (the host's cache); empty: theirs
+    object_storage_server_key: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,21 @@ struct StorageRequest {
     writeBegin @12 :WriteBegin;  # a peer on the server's host starts writing an object's segment file: readers may
                             # follow it (getInParts gets each piece once written; get, getMapped wait for its adopt)
     writeProgress @13 :WriteProgress;  # how far a writeBegin's file is written, or that its writer gave up
+    source @14 :SourceRequest;  # a host cache (its hello names its address) asks where to fetch an object from:
+                            # answered `source` (another host's cache, or this server)
   }
+}
+
+struct SourceRequest {
+  objectId @0 :Data;
+  failed @1 :Text;          # the address of a source the asker could not fetch it from (said once in its log), which
+                            # is not named again; empty: none
+}
+
+struct ObjectSource {
+  address @0 :Text;         # a host cache that holds the object or is fetching it; empty: fetch it from this server
+  pieceDigests @1 :List(Data);  # BLAKE2b (16 bytes) of each piece of the object as getInParts cuts it (its frames,
+                            # those over 1 MiB in pieces of 1 MiB): the asker checks what the source sends
 }
 
 struct WriteBegin {
@@ -57,6 +71,7 @@ struct StorageHello {
   pythonVersion @1 :Text;
   role @2 :Text;            # "client", "worker", "processor", "scheduler", ... (what it may do depends on it)
   ownerId @3 :Data;         # a client's id: the owner of what it stores; it may read and delete only that
+  cacheAddress @4 :Text;    # a host cache's: where the caches of other hosts reach it (role "cache"); empty: none
 }
 
 struct AdoptRequest {
@@ -113,6 +128,7 @@ struct StorageReply {
     segments @8 :SegmentDirectory;  # hello: where the server keeps objects in memory (path empty: nowhere)
     mapped @9 :UInt64;      # getMapped: the object is the segment file named after its id; total payload bytes
     outcomes @11 :AdoptOutcomes;  # adoptMany: each adopt's outcome, in the order asked
+    source @13 :ObjectSource;  # source: where to fetch the object from
   }
   frameBytes @10 :List(UInt64);  # get over CURVE: the object's frames' lengths when the payload frames are pieces of
                             # them (frames over 1 MiB go in pieces): the reader joins them again; empty: the
@@ -129,6 +145,8 @@ struct SegmentDirectory {
   device @2 :UInt64;        # st_dev of the directory
   inode @3 :UInt64;         # st_ino of the directory
   sharedMemory @4 :Bool;    # a tmpfs (false: the fallback, a directory whose files the page cache backs)
+  hostCache @5 :Bool;       # the server is a host's cache of another storage server: it takes no writeBegin (a peer
+                            # puts or adopts, and is answered once the other server holds the object too)
 }
 
 struct StorageInfo {

@@ -1,17 +1,44 @@
 """The protocol's Cap'n Proto schemas, loaded once per process: the codec frames with them, and the generated readers
-(codec_structs.py) read fields through their field objects (`field_of`)."""
+(codec_structs.py) read fields through their field objects (`field_of`).
+
+They are pycapnp's where it is installed; elsewhere (Pyodide in a browser, which has no pycapnp), or with
+`SCALER_PURE_CAPNP=1`, the pure-Python reader and builder of `pure_capnp.py`, laid out from the same schemas: the same
+generated codec runs over either, and either reads what the other wrote."""
 
 from __future__ import annotations
 
 import os
 from typing import Any
 
-import capnp
+#: Which implementation this process uses: "pycapnp" or "pure".
+BACKEND: str
+MESSAGE: Any
+STORAGE: Any
 
-capnp.remove_import_hook()
-_HERE = os.path.dirname(__file__)
-MESSAGE = capnp.load(os.path.join(_HERE, "message.capnp"))
-STORAGE = capnp.load(os.path.join(_HERE, "object_storage.capnp"))
+
+def _load() -> tuple[str, Any, Any]:
+    if os.environ.get("SCALER_PURE_CAPNP", "") not in ("", "0"):
+        return _pure()
+    try:
+        import capnp
+    except ImportError:
+        return _pure()
+    capnp.remove_import_hook()
+    here = os.path.dirname(__file__)
+    return (
+        "pycapnp",
+        capnp.load(os.path.join(here, "message.capnp")),
+        capnp.load(os.path.join(here, "object_storage.capnp")),
+    )
+
+
+def _pure() -> tuple[str, Any, Any]:
+    from scaler.protocol import pure_capnp
+
+    return "pure", pure_capnp.load("m"), pure_capnp.load("sm")
+
+
+BACKEND, MESSAGE, STORAGE = _load()
 #: each schema by the name the generated code gives the module of its values
 _BY_MODULE = {"m": MESSAGE, "sm": STORAGE}
 

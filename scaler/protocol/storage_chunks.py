@@ -3,10 +3,24 @@ Hand-written; it imports nothing generated."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["CHUNK_BYTES", "WIRE_PIECE_BYTES", "joined_pieces", "pieces_align", "split_chunks", "wire_pieces"]
+__all__ = [
+    "CHUNK_BYTES",
+    "DIGEST_BYTES",
+    "WIRE_PIECE_BYTES",
+    "joined_pieces",
+    "piece_digest",
+    "piece_digests",
+    "pieces_align",
+    "split_chunks",
+    "wire_pieces",
+]
+
+#: The length of a piece's digest (BLAKE2b): what a host cache checks of each piece another host sends it.
+DIGEST_BYTES = 16
 
 #: Largest payload frame; bigger objects are split into frames of this size.
 CHUNK_BYTES = 256 * 1024 * 1024
@@ -39,6 +53,15 @@ def wire_pieces(frames: Sequence[Any], piece_bytes: int = WIRE_PIECE_BYTES) -> l
         view = memoryview(frame).cast("B")
         pieces.extend(view[offset : offset + piece_bytes] for offset in range(0, len(view), piece_bytes))
     return pieces
+
+
+def piece_digest(piece: Any) -> bytes:
+    return hashlib.blake2b(piece, digest_size=DIGEST_BYTES).digest()
+
+
+def piece_digests(frames: Sequence[Any]) -> tuple[bytes, ...]:
+    """The digest of each piece `wire_pieces` cuts the frames into, in order."""
+    return tuple(piece_digest(piece) for piece in wire_pieces(frames))
 
 
 def joined_pieces(pieces: Sequence[Any], frame_bytes: Sequence[int]) -> list[Any] | None:

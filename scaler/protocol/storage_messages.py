@@ -11,8 +11,11 @@ from dataclasses import dataclass
 from scaler.protocol.ids import ObjectID
 from scaler.protocol.storage_chunks import (
     CHUNK_BYTES,
+    DIGEST_BYTES,
     WIRE_PIECE_BYTES,
     joined_pieces,
+    piece_digest,
+    piece_digests,
     pieces_align,
     split_chunks,
     wire_pieces,
@@ -20,6 +23,7 @@ from scaler.protocol.storage_chunks import (
 
 __all__ = [
     "CHUNK_BYTES",
+    "DIGEST_BYTES",
     "WIRE_PIECE_BYTES",
     "Adopt",
     "AdoptMany",
@@ -34,9 +38,11 @@ __all__ = [
     "Info",
     "MappedSize",
     "ObjectSize",
+    "ObjectSource",
     "Put",
     "ReplyValue",
     "SegmentDirectory",
+    "SourceRequest",
     "StorageHello",
     "StorageInfo",
     "StorageOperation",
@@ -46,6 +52,8 @@ __all__ = [
     "WriteBegin",
     "WriteProgress",
     "joined_pieces",
+    "piece_digest",
+    "piece_digests",
     "pieces_align",
     "split_chunks",
     "wire_pieces",
@@ -121,6 +129,23 @@ class StorageRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class SourceRequest:
+    object_id: ObjectID = ObjectID(b"")  # noqa: RUF009 - an immutable value
+    #: the address of a source the asker could not fetch it from (said once in its log), which is not named
+    #: again; empty: none
+    failed: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectSource:
+    #: a host cache that holds the object or is fetching it; empty: fetch it from this server
+    address: str = ""
+    #: BLAKE2b (16 bytes) of each piece of the object as getInParts cuts it (its frames, those over 1 MiB in
+    #: pieces of 1 MiB): the asker checks what the source sends
+    piece_digests: tuple[bytes, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class WriteBegin:
     object_id: ObjectID
     #: the client that owns the object; empty for none
@@ -152,6 +177,8 @@ class StorageHello:
     role: str
     #: a client's id: the owner of what it stores; it may read and delete only that
     owner_id: bytes = b""
+    #: a host cache's: where the caches of other hosts reach it (role "cache"); empty: none
+    cache_address: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +268,9 @@ class SegmentDirectory:
     inode: int
     #: a tmpfs (false: the fallback, a directory whose files the page cache backs)
     shared_memory: bool
+    #: the server is a host's cache of another storage server: it takes no writeBegin (a peer puts or adopts, and
+    #: is answered once the other server holds the object too)
+    host_cache: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +294,7 @@ StorageOperation = (
     | GetInParts
     | WriteBegin
     | WriteProgress
+    | SourceRequest
 )
 
-ReplyValue = ObjectSize | bool | StorageInfo | int | SegmentDirectory | MappedSize | AdoptOutcomes | None
+ReplyValue = ObjectSize | bool | StorageInfo | int | SegmentDirectory | MappedSize | AdoptOutcomes | ObjectSource | None

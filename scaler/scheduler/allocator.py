@@ -3,16 +3,16 @@
 Why: after a big queue drains, CPython's allocator (pymalloc) gives a 1 MiB arena back only once every object in it is
 freed, and the few objects that outlive a drain (the stories kept, the workers' latest heartbeats, spare objects of
 the free lists) sit in arenas all over the memory the queue filled. glibc's `malloc_trim`, which the scheduler calls
-once a big queue has drained (`heap.MemoryReturn`), gives back every free page wherever it is. Measured in process
-(benchmarks/drain_memory.py, a 100,000-task drain): 35% of the growth kept on pymalloc, 17% on glibc's malloc; the
-scheduler's CPU per task about 1 µs (2-4%) more (benchmarks/scheduler_cost.py).
+once a big queue has drained (`heap.MemoryReturn`), gives back every free page wherever it is. A 100,000-task drain
+in process keeps 35% of its growth on pymalloc, 17% on glibc's malloc, for about 1 µs (2-4%) more of the scheduler's
+CPU per task (docs/guide/scale.md, "Why it stays small").
 
 Its thresholds are fixed too (`fix_heap_thresholds`): by default glibc raises the size from which a block gets a
 mapping of its own to that of each big block freed, and the free top it keeps to twice that. After a drain has freed
 the queue's tables, the next queue's tables and the kept stories (a few MB) then come from the heap, and where they
 land moves from queue to queue; the pages around them stay. Fixed at 128 KiB, each such block is a mapping of its own,
-given back the moment it is freed. Measured over repeated drains of 200,000 tasks (benchmarks/notes/scale.md, part
-11): the RSS after ten of them 75 MB instead of 81, glibc's main heap flat from the second to the twelfth.
+given back the moment it is freed: over repeated drains of 200,000 tasks the RSS settles (after ten of them 75 MB
+instead of 81), glibc's main heap flat from the second on.
 
 How: the allocator is chosen when the interpreter starts (`PYTHONMALLOC`), so the scheduler's entry points call
 `use_the_system_allocator` before anything else: on Linux with glibc, and unless PYTHONMALLOC is set already, the

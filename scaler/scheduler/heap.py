@@ -4,14 +4,14 @@
 - `FreezeRule`: the objects the scheduler holds while it holds no task (its peers' sessions, the modules, the
   tables) are kept out of the collector's walks (`gc.freeze`). A full collection comes once the objects that
   survived two younger ones outnumber a quarter of those that survived the last full one; under load they are the
-  tasks in flight, and each such collection walked every object of the process: one came every 20,000 tasks or so
-  (170 ms with 10,000 workers connected; 8-14 µs a task at 5,000, benchmarks/notes/scale.md, part 5). Frozen,
+  tasks in flight, and each such collection walks every object of the process: one comes every 20,000 tasks or so
+  (170 ms with 10,000 workers connected; 8-14 µs a task at 5,000). Frozen,
   the sessions are walked only when they are frozen again: after FREEZE_AFTER_IDLE_CALLS intervals holding no task,
   and every REFREEZE_IDLE_CALLS while that lasts (a full collection, then the freeze: about 30 ms at 1,000 workers
   and 130 ms at 10,000, once every ten minutes while idle). What is frozen is still freed when nothing refers to it
   (reference counts); only a cycle among frozen objects (a session of a peer that left meanwhile) waits for the next
-  freeze to be collected: at most ten minutes. Once a minute, that full collection was 0.05% of a core at 1,000
-  idle workers and 0.2% at 10,000 (benchmarks/notes/scale.md, part 7), for a heap that had barely changed: idle,
+  freeze to be collected: at most ten minutes. Once a minute, that full collection would be 0.05% of a core at 1,000
+  idle workers and 0.2% at 10,000, for a heap that has barely changed: idle,
   what comes are heartbeats, whose statuses replace the last ones.
 
 `FreezeRule` is pure (`after` takes the live tasks and says whether to freeze); `MemoryReturn` decides and gives
@@ -29,8 +29,8 @@ from scaler.scheduler.core.shrink_rule import SHRINK_FACTOR
 TRIM_AFTER_TASKS = 10_000
 #: ... and this many per worker connected: giving back walks the whole heap, which grows with the connections (a
 #: collection and a trim took 80-108 ms with 5,000 workers connected, against 6 MB that a queue of 10,000 tasks
-#: held; a window of 20,000 tasks through 5,000 workers two deep queued 10,000 each time, and gave back each time,
-#: 1.5-2 us a task, benchmarks/notes/scale.md, part 8). What a smaller queue freed is reused by the next one.
+#: held; a window of 20,000 tasks through 5,000 workers two deep queues 10,000 each time, and would give back each
+#: time, 1.5-2 us a task). What a smaller queue freed is reused by the next one.
 TRIM_TASKS_PER_WORKER = 10
 
 
@@ -70,7 +70,7 @@ class MemoryReturn:
     process's: about 170 bytes per queued task, a fifth of what the queue holds. The level a growth is counted from
     comes down only once the queue shrank by TRIM_AFTER_TASKS (or below it): a queue that flows at a steady level
     (a client keeping 20,000 tasks unanswered) is not trimmed at each of its ups and downs, a trim of the whole heap
-    (70 ms with 10,000 workers connected: 7 us a task, benchmarks/notes/scale.md) each.
+    (70 ms with 10,000 workers connected: 7 us a task) each.
     """
 
     def __init__(self) -> None:

@@ -18,6 +18,8 @@ from scaler.io.event_loop import new_event_loop
 from scaler.io.port_owner import address_in_use_problem
 from scaler.io.sockets import SocketFactory, TransportSecurity
 from scaler.io.start_signals import StartSignals, StopRequested
+from scaler.io.tunnel import TunnelError
+from scaler.io.tunnel.tls import ServerCertificate
 from scaler.policy.registry import ResolvedPolicy
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
 from scaler.protocol.handshake import local_python_version
@@ -28,6 +30,7 @@ from scaler.scheduler.storage_child import StorageChild, storage_settings_of
 from scaler.security.connection_files import MONITOR_SERVICE, SCHEDULER_SERVICE, STORAGE_SERVICE
 from scaler.security.find import ServedAddresses, ServerKeys, server_keys
 from scaler.security.key_files import KeyFileError
+from scaler.security.tls_settings import server_certificate
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +42,13 @@ def derived_addresses(config: SchedulerConfig) -> tuple[str, str, str | None]:
     parse_address(monitor)
     if config.object_storage_address is not None:
         parse_address(config.object_storage_address)
+    if config.tunnel_address is not None:
+        front = parse_address(config.tunnel_address)
+        if not front.is_tunnel or bind.is_tunnel or parse_address(monitor).is_tunnel:
+            raise AddressError(
+                f"--tunnel-address {config.tunnel_address}: a tls://, ws:// or wss:// address beside a native (tcp:// "
+                f"or ipc://) bind address and monitor address, not {bind}"
+            )
     return str(bind), monitor, config.object_storage_address
 
 
@@ -49,6 +59,8 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
         resolved = ServerKeys(security) if security is not None else server_keys(config, "the scheduler")
         security = resolved.security
         bind, monitor, storage = derived_addresses(config)
+        fronted = (config.tunnel_address,) if config.tunnel_address else ()
+        certificate = server_certificate(config, (bind, monitor, *fronted))
         policy = policy_config(config.policy_engine_type, config.policy_content)  # the one parse of the policy
     except (AddressError, KeyFileError, ValueError) as error:  # a misspelt policy too: refused before anything starts
         logger.error("%s", error)
@@ -61,13 +73,18 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
     storage_child: StorageChild | None = None
     with StartSignals() as signals:  # Ctrl-C while waiting for object storage: recorded, acted on by the waits
         try:
+            public_storage = storage
             if storage is None:
-                storage = str(parse_address(bind).with_port_offset(1))
+                public_storage = str(parse_address(bind).with_port_offset(1))
                 logger.info(
-                    "no --object-storage-address given: starting an object storage server at %s (port + 1)", storage
-                )
+                    "no --object-storage-address given: starting an object storage server at %s (port + 1)",
+                    public_storage,
+                )  # fmt: skip
+                storage = _own_storage_address(public_storage)
                 storage_child = StorageChild(storage_settings_of(config, storage), security)  # the scheduler's keys
                 storage_child.start(signals.raise_if_received)
+                if storage != public_storage:
+                    _serve_own_storage(public_storage, storage, certificate)
             else:
                 if config.object_storage_max_memory is not None or config.object_storage_spill_directory is not None:
                     logger.warning(
@@ -75,25 +92,58 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
                         "server a scheduler starts; with --object-storage-address, give them to that server instead"
                     )
                 _check_object_storage(storage, security, signals.raise_if_received)
-            advertised = config.advertised_object_storage_address or str(parse_address(storage).connectable())
+            assert public_storage is not None
+            advertised = config.advertised_object_storage_address or str(parse_address(public_storage).connectable())
             settings = core_settings_of(config, bind, advertised, policy, instance_id=os.urandom(8))
             core = SchedulerCore(settings, scaling_hook_of(policy, settings.manager_timeout_seconds))
             served = ServedAddresses(
-                resolved, {SCHEDULER_SERVICE: bind, MONITOR_SERVICE: monitor}, known={STORAGE_SERVICE: storage},
+                resolved, {SCHEDULER_SERVICE: bind, MONITOR_SERVICE: monitor}, known={STORAGE_SERVICE: public_storage},
                 ship_local_modules=config.ship_local_modules,
             )  # fmt: skip
-            sockets = SocketFactory(config.io_threads, security, config.link_heartbeat_timeout_seconds)
+            if config.tunnel_address:
+                _serve_front(config.tunnel_address, (bind, storage, monitor), certificate)
+            sockets = SocketFactory(config.io_threads, security, config.link_heartbeat_timeout_seconds, certificate)
             signals.raise_if_received()
             return _serve(core, config, bind, monitor, storage, storage_child, sockets, served, signals)
         except StopRequested as stop:
             logger.info("scheduler stopped: %s", stop)
             return ExitCode.OK
+        except TunnelError as error:  # a tunnel's port in use, a missing extra, its object storage unreachable
+            logger.error("%s", error)
+            return EXIT_CONFIGURATION
         except (ValueError, RuntimeError) as error:
             logger.error("%s", error)
             return ExitCode.ERROR
         finally:
             if storage_child is not None:
                 storage_child.stop()
+
+
+def _own_storage_address(public: str) -> str:
+    """Where the object storage server a scheduler starts binds: its public address, or, for a tunnel's (tls://,
+    ws://, wss://), a private endpoint of the scheduler's relay, which serves the public address for it: the
+    scheduler reaches its own server there, with no certificate check against a loopback name."""
+    if not parse_address(public).is_tunnel:
+        return public
+    from scaler.io.tunnel.relay import relay
+
+    return relay().private_endpoint()
+
+
+def _serve_front(address: str, native: tuple[str, str, str], certificate: ServerCertificate | None) -> None:
+    """Serve `--tunnel-address` in front of the scheduler's native addresses (they are bound a moment later: each
+    connection made to the front reaches them when it comes)."""
+    from scaler.io.tunnel.front import front_addresses, serve_front
+
+    endpoints = tuple(str(parse_address(endpoint).connectable()) for endpoint in native)
+    serve_front(address, (endpoints[0], endpoints[1], endpoints[2]), certificate)
+    logger.info("also serving the scheduler, object storage and monitor at %s", ", ".join(front_addresses(address)))
+
+
+def _serve_own_storage(public: str, endpoint: str, certificate: ServerCertificate | None) -> None:
+    from scaler.io.tunnel.relay import relay
+
+    relay().serve(parse_address(public), endpoint, certificate, "a scaler object storage server")
 
 
 def policy_problem(config: SchedulerConfig) -> None:
@@ -196,11 +246,10 @@ def _serve(
 #: Objects made (less those freed) between two collections of the youngest generation in the scheduler process
 #: (Python's default: 700). A young collection walks every young object still alive: a queue's tasks, and the tasks
 #: workers hold, about five objects each (the record, its story, its entry on its link, ...), none of them in a cycle.
-#: 700 spent about 7 us per tiny task in W1 re-walking a queue, 10,000 about 3 us (benchmarks/NOTES.md, "The
-#: scheduler's CPU per task"); and with 10,000 workers holding 20,000 tasks, 10,000 still walked them all once per
-#: 20,000 tasks (35-48 ms, and a middle collection of 165 ms every few: 2-3.5 us a task), where 150,000 walks none, the
-#: tasks ending first (benchmarks/notes/scale.md, part 8). A cycle's garbage waits longer (MemoryReturn collects once
-#: a big queue has drained, and the idle freeze every ten minutes).
+#: At 700 they cost about 7 us per tiny task in W1 re-walking a queue, at 10,000 about 3 us; and with 10,000 workers
+#: holding 20,000 tasks, 10,000 still walks them all once per 20,000 tasks (35-48 ms, and a middle collection of
+#: 165 ms every few: 2-3.5 us a task), where 150,000 walks none, the tasks ending first. A cycle's garbage waits
+#: longer (MemoryReturn collects once a big queue has drained, and the idle freeze every ten minutes).
 YOUNG_COLLECTION_ALLOCATIONS = 150_000
 #: Young collections between two of the middle generation (Python's default: 10): a middle collection walks every
 #: object that survived those, so young collections 15 times bigger come with fewer of them in one (a walk of at most

@@ -40,8 +40,8 @@ SIGNAL_GRACE_SECONDS = 1.0
 
 def storage_settings_of(scheduler: SchedulerConfig, address: str) -> ObjectStorageServerConfig:
     """The settings of the object storage server started for `scheduler` at `address` (by the scheduler itself,
-    or by `scaler FILE` for a file that implies one): its budget, spill directory, logging and keys (the same as
-    the scheduler's, or none)."""
+    or by `scaler FILE` for a file that implies one): its budget, spill directory, logging, keys and certificate
+    (the same as the scheduler's, or none)."""
     return ObjectStorageServerConfig(
         bind_address=address,
         max_memory=scheduler.object_storage_max_memory,
@@ -53,6 +53,9 @@ def storage_settings_of(scheduler: SchedulerConfig, address: str) -> ObjectStora
         curve_secret_key=scheduler.curve_secret_key,
         curve_authorized_keys=scheduler.curve_authorized_keys,
         insecure=scheduler.insecure,
+        tls_cert=scheduler.tls_cert,
+        tls_key=scheduler.tls_key,
+        tls_ca=scheduler.tls_ca,
     )
 
 

@@ -27,6 +27,7 @@ import socket
 from collections.abc import Mapping
 from pathlib import Path
 
+from scaler.io.address import Address, AddressError, parse_address
 from scaler.security.curve import CurveSecurity, curve_security
 from scaler.security.key_files import KeyFileError
 from scaler.security.key_folder import KeyFolder, config_home
@@ -38,7 +39,14 @@ MONITOR_SERVICE = "monitor"
 
 
 def _connection_file(address: str) -> Path:
-    host_port = address.split("://", 1)[-1].replace("[", "").replace("]", "")
+    """The file of an address: named after its host and port (and a WebSocket path other than /), whatever its
+    scheme (a port serves one thing)."""
+    parsed = _network_address(address)
+    if parsed is None:
+        host_port = address.split("://", 1)[-1]
+    else:
+        host_port = f"{parsed.host}:{parsed.port}" + (parsed.path if parsed.path not in ("", "/") else "")
+    host_port = host_port.replace("[", "").replace("]", "")
     return config_home() / "connections" / f"{host_port.replace(':', '_').replace('/', '_')}.json"
 
 
@@ -164,23 +172,29 @@ def discovered_security(address: str, role: str = "client") -> CurveSecurity | N
 
 
 def is_local_address(address: str) -> bool:
-    """Is `address` a TCP address of this machine (loopback, a wildcard, one of its names or addresses)?"""
-    scheme, separator, rest = address.partition("://")
-    host, colon, _port = rest.rpartition(":")
-    host = host.strip("[]")
-    if scheme != "tcp" or not separator or not colon:
+    """Is `address` a network address (tcp, or a tunnel's tls, ws, wss) of this machine (loopback, a wildcard, one
+    of its names or addresses)?"""
+    parsed = _network_address(address)
+    if parsed is None:
         return False
+    host = parsed.host.strip("[]")
     return host in (*LOOPBACK_HOSTS, *WILDCARD_HOSTS) or host in _local_hosts()
 
 
+def _network_address(address: str) -> Address | None:
+    try:
+        parsed = parse_address(address)
+    except AddressError:
+        return None
+    return parsed if parsed.has_port else None
+
+
 def _candidates(address: str) -> list[str]:
-    if not is_local_address(address):
+    parsed = _network_address(address)
+    if parsed is None or not is_local_address(address):
         return [address]
-    scheme, _separator, rest = address.partition("://")
-    host, _colon, port = rest.rpartition(":")
-    host = host.strip("[]")
-    hosts = dict.fromkeys([host, *LOOPBACK_HOSTS, *WILDCARD_HOSTS])
-    return [f"{scheme}://{name}:{port}" for name in hosts]
+    hosts = dict.fromkeys([parsed.host.strip("[]"), *LOOPBACK_HOSTS, *WILDCARD_HOSTS])
+    return [str(Address(parsed.scheme, name, parsed.port, parsed.path)) for name in hosts]
 
 
 def _local_hosts() -> set[str]:

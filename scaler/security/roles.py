@@ -44,10 +44,10 @@ _SCHEDULER_ROLES = {
 #: what a key of each role may say it is to the object storage server (a storage hello's role)
 _STORAGE_ROLES = {
     CLIENT: frozenset({"client", "readiness-probe"}),
-    WORKER: frozenset({"client", "processor", "worker", "offload-proxy", "readiness-probe"}),
-    MANAGER: frozenset({"client", "processor", "worker", "offload-proxy", "readiness-probe"}),
+    WORKER: frozenset({"client", "processor", "worker", "cache", "offload-proxy", "readiness-probe"}),
+    MANAGER: frozenset({"client", "processor", "worker", "cache", "offload-proxy", "readiness-probe"}),
     MONITOR: frozenset(),
-    SERVER: frozenset({"scheduler", "client", "processor", "worker", "offload-proxy", "readiness-probe"}),
+    SERVER: frozenset({"scheduler", "client", "processor", "worker", "cache", "offload-proxy", "readiness-probe"}),
 }
 
 
@@ -93,6 +93,7 @@ def _refusal(roles: frozenset[str], hello_role: str) -> str:
         return "authentication: this connection's CURVE key is no longer authorised (it was revoked)"
     held = ", ".join(sorted(roles))
     where = {WORKER: "workers/", MANAGER: "managers/", CLIENT: "clients/ (or the top of the folder)"}
-    needed = {"worker": WORKER, "manager": MANAGER, "client": CLIENT, "processor": WORKER}.get(hello_role)
+    kinds = {"worker": WORKER, "manager": MANAGER, "client": CLIENT, "processor": WORKER, "cache": WORKER}
+    needed = kinds.get(hello_role)
     hint = f"; a {needed}'s public key goes in the authorised folder's {where[needed]}" if needed in where else ""
     return f"authentication: this CURVE key is authorised as {held}, which may not connect as a {hello_role}{hint}"

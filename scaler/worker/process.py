@@ -9,7 +9,8 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from scaler.config.sections import NestedParents, WorkerConfig, section_from_json, section_to_json
 from scaler.errors import PreloadError
@@ -57,12 +58,15 @@ def run_worker(config: WorkerConfig, slots: int = 1, security: TransportSecurity
     if problem is not None:
         logger.error("%s", problem)
         return EXIT_CONFIGURATION
+    from scaler.io.tunnel.tls import TlsFileError
     from scaler.security.find import find_keys
     from scaler.security.key_files import KeyFileError
+    from scaler.security.tls_settings import trust_settings
 
     try:
         security = security if security is not None else find_keys("worker", config.scheduler_address, config).security
-    except KeyFileError as error:
+        trust_settings(config)  # before the zygote is forked: its processors trust the same
+    except (KeyFileError, TlsFileError) as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION
     from scaler.worker.computing_mark import marks_directory, remove_marks
@@ -92,9 +96,21 @@ def run_worker(config: WorkerConfig, slots: int = 1, security: TransportSecurity
             preimport=config.preimport,
         )
         executor = ZygoteExecutor(zygote)
-        return run_agent(config, worker_id, executor, slots, security, processor_settings.marks_directory)
+        return run_agent(
+            config, worker_id, executor, slots, security, processor_settings.marks_directory, route=config.host_cache
+        )
     finally:
         remove_marks(processor_settings.marks_directory)
+
+
+def _storage_router(config: WorkerConfig, security: TransportSecurity | None) -> Callable[[str], Any]:
+    from scaler.worker.storage_route import route_storage
+
+    settings: dict[str, object] = {
+        "storage_timeout_seconds": config.storage_timeout_seconds,
+        "logging_level": config.logging_level,
+    }
+    return lambda address: route_storage(address, security, settings)
 
 
 def run_agent(
@@ -104,10 +120,12 @@ def run_agent(
     slots: int,
     security: TransportSecurity | None = None,
     marks_directory: str = "",
+    route: bool = False,
 ) -> int:
     """Run a worker agent until it exits: `slots` tasks at once on `executor` (zygote processors, or a remote
     system behind a proxy worker). Returns the worker's exit code. `marks_directory`: where its processors mark the
-    task they compute (worker/computing_mark.py); "": they do not."""
+    task they compute (worker/computing_mark.py); "": they do not. `route`: its processors are processes of this host,
+    which reach storage through the host's cache off the storage's host (worker/storage_route.py)."""
     if slots < 1:
         raise ValueError(f"a worker needs at least one slot, not {slots}")
     from scaler.io.sockets import SocketFactory
@@ -122,6 +140,7 @@ def run_agent(
         scheduler_lost_grace_seconds=config.scheduler_lost_grace_seconds,
         task_timeout_seconds=config.task_timeout_seconds,
         object_storage_address=config.object_storage_address or "",
+        route_storage=route,
         has_preload=bool(config.preload),
         processor_per_parent=NestedParents.named(config.nested_parents) is NestedParents.PROCESS,
         max_staged_tasks=executor.max_staged_tasks,
@@ -135,15 +154,27 @@ def run_agent(
     hello = build_hello(capabilities, worker_core, config.worker_manager_id, config.worker_type or "FIX")
     sockets = SocketFactory(config.io_threads, security)  # only now: the zygote is forked from a process without one
     agent = WorkerAgent(
-        worker_core, worker_id, config.scheduler_address, hello, executor, sockets, marks_directory=marks_directory
+        worker_core,
+        worker_id,
+        config.scheduler_address,
+        hello,
+        executor,
+        sockets,
+        marks_directory=marks_directory,
+        route_storage=_storage_router(config, security) if route else None,
     )
     from scaler.io.process_profiling import trace_memory_if_asked
 
     trace_memory_if_asked("agent")
     loop = new_event_loop(config.event_loop)
+    from scaler.io.tunnel import TunnelError
+
     try:
         logger.info("worker %s connecting to %s", worker_id.decode(), config.scheduler_address)
         return loop.run_until_complete(agent.run())
+    except TunnelError as error:  # a tls:// or wss:// scheduler refused for good (a certificate, a proxy)
+        logger.error("%s", error)
+        return EXIT_CONFIGURATION
     finally:
         loop.close()
 

@@ -13,10 +13,13 @@ from scaler.config.manager_types import MANAGER_TYPES, manager_type_of
 from scaler.config.sections import WorkerManagerSettings, section_from_json
 from scaler.io.address import AddressError, parse_address
 from scaler.io.event_loop import new_event_loop
+from scaler.io.tunnel import TunnelError
+from scaler.io.tunnel.tls import TlsFileError
 from scaler.policy.capability import parse_capabilities
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION
 from scaler.security.curve import security_of
 from scaler.security.key_files import KeyFileError
+from scaler.security.tls_settings import trust_settings
 from scaler.worker.process import check_worker_config
 from scaler.worker_manager.backend import LaunchSpec, UnitBackend, worker_config_of
 from scaler.worker_manager.runner import ManagerRunner, RunnerSettings
@@ -74,7 +77,8 @@ def run_manager(config: WorkerManagerSettings, backend: UnitBackend, worker_type
         return EXIT_CONFIGURATION
     try:
         security = security_of(config)
-    except KeyFileError as error:
+        trust_settings(config)
+    except (KeyFileError, TlsFileError) as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION
     spec = LaunchSpec(config.worker_manager_id, worker_config_of(config, worker_type), backend.workers_per_unit)
@@ -84,6 +88,9 @@ def run_manager(config: WorkerManagerSettings, backend: UnitBackend, worker_type
         return loop.run_until_complete(
             ManagerRunner(runner_settings(config, row.name), backend, spec, security=security).run()
         )
+    except TunnelError as error:  # a tls:// or wss:// scheduler refused for good (a certificate, a proxy)
+        logger.error("%s", error)
+        return EXIT_CONFIGURATION
     finally:
         asyncio.set_event_loop(None)
         loop.close()

@@ -82,7 +82,7 @@ def write_summary(terminalreporter: Any) -> None:
     if not counts:
         return
     terminalreporter.section("conformance tier: the peers' own tests")
-    for suite in ("stdlib", "joblib", "dask", "distributed", "dask futures"):
+    for suite in ("stdlib", "joblib", "dask", "distributed", "dask futures", "parfun"):
         if suite in counts:
             found = counts[suite]
             wall, cpu = cost.get(suite, [0.0, 0.0])

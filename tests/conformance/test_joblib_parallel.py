@@ -21,10 +21,11 @@ import os
 import types
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
-from joblib import Parallel, register_parallel_backend
+from joblib import Parallel, delayed, parallel_backend, parallel_config, register_parallel_backend
 
 import scaler.joblib  # noqa: F401  (the backend)
 from scaler import SchedulerClusterCombo
@@ -116,3 +117,21 @@ def _unfinished_parallel_generators() -> list[types.GeneratorType]:  # type: ign
         for item in gc.get_objects()
         if type(item) is types.GeneratorType and item.gi_code is outputs and item.gi_frame is not None
     ]
+
+
+def _recursive_parallel_naming_the_backend() -> list[object]:
+    """joblib's `_recursive_parallel`, with the backend named in the call, as code written for a cluster names it."""
+    return Parallel(n_jobs=2, backend="scaler")(delayed(_recursive_parallel_naming_the_backend)() for _ in range(2))
+
+
+@pytest.mark.parametrize("context", [parallel_config, parallel_backend])
+@pytest.mark.parametrize("backend", ["scaler"])
+def test_thread_bomb_mitigation_with_the_backend_named_in_the_call(context: Any, backend: str) -> None:
+    """joblib's `test_thread_bomb_mitigation` (above, among its own tests) with the recursive function naming the
+    backend, `Parallel(n_jobs=2, backend="scaler")` (issue 77, item 11): naming it inside a task keeps the task's
+    nesting level, so the recursion deeper than the first level runs in its task and ends in a RecursionError, as
+    with the backend inherited. Checked to fail before: the recursion flooded the 2-worker cluster with tasks until
+    the test's timeout (still running after 120 s)."""
+    with context(backend, n_jobs=2), pytest.raises(BaseException) as raised:
+        _recursive_parallel_naming_the_backend()
+    assert isinstance(raised.value, RecursionError), raised.value

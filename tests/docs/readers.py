@@ -1,6 +1,7 @@
 """The reader's machine the documentation tier runs each page on: a virtual environment made outside the repository
 with the pip a fresh one has (`bundled`) or with a current pip (`current`), and this tree's wheel installed as the
-README says until the package is published (`pip install ~/scaler-wheels/scaler_compute-*.whl`).
+README says until the package is published (`pip install ~/scaler-wheels/scaler_compute-*.whl
+~/scaler-wheels/scaler_rehearsal-*.whl`: the product's and its rehearsals').
 
 Each page gets a home of its own (its `~`: fresh keys in `~/.config/scaler`, the README's `~/scaler-wheels`), and a
 working folder in it. Only download caches are shared with the machine's (pip's, uv's, the fake cloud units'), so
@@ -17,10 +18,10 @@ from pathlib import Path
 
 #: How a pip flavour's environment gets its pip.
 FLAVOURS = ("bundled", "current")
-#: Where the README tells readers to put the wheel until the package is on PyPI (`~/scaler-wheels`).
+#: Where the README tells readers to put the wheels until the package is on PyPI (`~/scaler-wheels`).
 WHEEL_FOLDER = "scaler-wheels"
 #: The README's install command until the package is on PyPI.
-INSTALL = f"pip install --quiet ~/{WHEEL_FOLDER}/scaler_compute-*.whl"
+INSTALL = f"pip install --quiet ~/{WHEEL_FOLDER}/scaler_compute-*.whl ~/{WHEEL_FOLDER}/scaler_rehearsal-*.whl"
 #: Download caches of the machine a page's home links to (under ~/.cache).
 _SHARED_CACHES = ("pip", "uv", "scaler-fake-cloud")
 #: Variables of the test session a reader's shell does not have.
@@ -32,7 +33,7 @@ class Reader:
     flavour: str
     venv: Path
     pip_version: str
-    wheels: Path  #: the folder with this tree's wheel
+    wheels: Path  #: the folder with this tree's wheels
 
     @property
     def python(self) -> Path:

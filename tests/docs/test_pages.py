@@ -44,8 +44,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
 
 #: In the reader's order: the README, then the guide as its index lists it.
 PAGES = ["README.md", *(f"docs/guide/{name}" for name in (
-    "quick_start.md", "client_api.md", "clusters.md", "code_on_workers.md", "scaling_and_cloud.md", "bursting.md",
-    "slurm.md", "kubernetes.md", "monitoring_and_security.md", "failures.md", "troubleshooting.md",
+    "quick_start.md", "browser.md", "client_api.md", "clusters.md", "code_on_workers.md", "scaling_and_cloud.md",
+    "bursting.md", "slurm.md", "kubernetes.md", "monitoring_and_security.md", "failures.md", "troubleshooting.md",
     "performance_tips.md", "migrating.md", "sharing.md", "security.md", "actors_and_streams.md", "scale.md",
     "README.md",
 ))]  # fmt: skip

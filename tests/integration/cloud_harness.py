@@ -31,12 +31,12 @@ from typing import Any
 import psutil
 
 from scaler.config.sections import EC2WorkerManagerConfig, ECSWorkerManagerConfig
-from scaler.fake_cloud.cloud import FakeCloud, default_cache_directory
-from scaler.fake_cloud.images import Image
 from scaler.worker_manager.aws.client import AwsClients
 from scaler.worker_manager.aws_raw_ecs.backend import EcsBackend
 from scaler.worker_manager.backend import LaunchSpec
 from scaler.worker_manager.orb_aws_ec2.backend import Ec2Backend
+from scaler_rehearsal.fake_cloud.cloud import FakeCloud, default_cache_directory
+from scaler_rehearsal.fake_cloud.images import Image
 
 REGION = "us-east-1"
 CLOUD_ENVIRONMENT = {

@@ -25,7 +25,6 @@ import pytest
 import zmq
 
 from scaler import SchedulerClusterCombo
-from scaler.entry_points.fake_cloud import FOLDERS_SECONDS, STOP_SECONDS
 from scaler.io.address import free_tcp_port_block
 from scaler.monitor.feed import FeedReader
 from scaler.protocol import codec
@@ -34,6 +33,7 @@ from scaler.protocol.feed import STATUS_TOPIC
 from scaler.protocol.handshake import local_python_version
 from scaler.security.curve import CurveSecurity, curve_security
 from scaler.security.key_folder import user_keys
+from scaler_rehearsal.entry_points.fake_cloud import FOLDERS_SECONDS, STOP_SECONDS
 
 #: Generous bound on every wait for something that should happen "promptly".
 DEADLINE_SECONDS = 30.0
@@ -612,7 +612,7 @@ def fake_cloud_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any
 def fake_cloud(fake_cloud_session: Any) -> Iterator[Any]:
     """The session's fake cloud, empty, with no boot delay and AWS's spot notice; emptied again (its processes
     stopped) afterwards."""
-    from scaler.fake_cloud.runners import SPOT_NOTICE_SECONDS
+    from scaler_rehearsal.fake_cloud.runners import SPOT_NOTICE_SECONDS
 
     fake_cloud_session.set_boot_seconds(0.0)
     fake_cloud_session.set_spot_notice_seconds(SPOT_NOTICE_SECONDS)

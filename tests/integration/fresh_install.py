@@ -1,5 +1,6 @@
-"""A fresh install of this working tree, as a user's `pip install` makes it: the package's wheel, built from the
-tree, unpacked into a new virtual environment, with nothing of the clone on the path (#34).
+"""A fresh install of this working tree, as a user's `pip install` makes it: the package's wheels (the product's and
+its rehearsals'), built from the tree, unpacked into a new virtual environment, with nothing of the clone on the
+path (#34).
 
 Building the wheel is what proves that the example files and the other package data ship; running from the new
 environment (never from the repository) is what proves that the README and `scaler --example` work without a
@@ -27,27 +28,34 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-#: What the wheel is built from (pyproject.toml names README.md as the long description).
-SOURCES = ("pyproject.toml", "README.md", "scaler")
+#: What the wheels are built from (pyproject.toml names README.md as the long description): the product's, then its
+#: rehearsals' (rehearsal/, the second distribution).
+SOURCES = ("pyproject.toml", "README.md", "scaler", "rehearsal")
+#: The wheel of the product, in a folder of this tree's wheels.
+PRODUCT_WHEEL = "scaler_compute-*.whl"
 
 
 def build_wheel(into: Path) -> Path:
-    """The wheel of the working tree, built from a copy of it (the build writes `build/` next to its sources)."""
+    """The wheels of the working tree, the product's and its rehearsals', built from a copy of it (the build writes
+    `build/` next to its sources) into one folder, as the README's "First steps" build them; returns the
+    product's."""
     source = into / "source"
     source.mkdir(parents=True)
     for name in SOURCES:
         path = ROOT / name
         if path.is_dir():
-            shutil.copytree(path, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            ignored = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
+            shutil.copytree(path, source / name, ignore=ignored)
         else:
             shutil.copy2(path, source / name)
     wheels = into / "wheels"
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", str(wheels), str(source)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", str(wheels), str(source),
+         str(source / "rehearsal")],
         capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
     )  # fmt: skip
-    assert built.returncode == 0, f"building the wheel failed:\n{built.stdout}\n{built.stderr}"
-    (wheel,) = wheels.glob("*.whl")
+    assert built.returncode == 0, f"building the wheels failed:\n{built.stdout}\n{built.stderr}"
+    (wheel,) = wheels.glob(PRODUCT_WHEEL)
     return wheel
 
 
@@ -58,7 +66,7 @@ def run_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "tree-wheel"
     root.mkdir(parents=True, exist_ok=True)
     with locked(root / "build.lock"):
-        built = sorted((root / "build" / "wheels").glob("*.whl"))
+        built = sorted((root / "build" / "wheels").glob(PRODUCT_WHEEL))
         if built:
             return built[0]
         shutil.rmtree(root / "build", ignore_errors=True)  # a build cut short in another process
@@ -77,7 +85,8 @@ def locked(path: Path) -> Iterator[None]:
 
 
 def fresh_environment(root: Path, wheel: Path) -> Path:
-    """A new virtual environment with the wheel installed; returns its Python."""
+    """A new virtual environment with the wheel and the others of its folder (the rehearsals') installed; returns
+    its Python."""
     environment = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(environment)], check=True, timeout=120)
     python = environment / "bin" / "python"
@@ -87,8 +96,9 @@ def fresh_environment(root: Path, wheel: Path) -> Path:
             capture_output=True, text=True, check=True, timeout=60,
         ).stdout.strip()
     )  # fmt: skip
-    with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(site_packages)
+    for each in sorted(wheel.parent.glob("*.whl")):
+        with zipfile.ZipFile(each) as archive:
+            archive.extractall(site_packages)
     ours = dict.fromkeys(sysconfig.get_paths()[kind] for kind in ("purelib", "platlib"))  # compiled ones in platlib
     (site_packages / "dependencies.pth").write_text("".join(f"{path}\n" for path in ours))
     where = subprocess.run(

@@ -41,7 +41,7 @@ def running_rehearsal(**settings: Any) -> Iterator[Any]:
     """A rehearsal cluster (4 CPUs and 8 GiB for pods on each node, a one-second kubelet back-off, unless `settings`
     say otherwise), stopped after, and none of its pods' processes left."""
     require_extras()
-    from scaler.fake_kubernetes.cluster import FakeKubernetes
+    from scaler_rehearsal.fake_kubernetes.cluster import FakeKubernetes
 
     cluster = FakeKubernetes(**{"node_cpu": "4", "node_memory": "8Gi", "backoff_seconds": 1.0, **settings}).start()
     _ACTIVE.append(cluster)

@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +41,14 @@ SHORT_CUT_SECONDS = 6.0
 
 
 class HubStack:
-    def __init__(self, folder: Path, wait: bool = True, **environment: str) -> None:
+    def __init__(
+        self, folder: Path, wait: bool = True, edit: Callable[[str], str] = lambda text: text, **environment: str
+    ) -> None:
+        """`edit`: what the test changes in the stack file (config/aws_ecs.toml at free addresses)."""
         addresses = free_addresses()
         text = CONFIG.read_text().replace("tcp://127.0.0.1:8516", addresses.scheduler)
         self.path = folder / "stack.toml"
-        self.path.write_text(text.replace("tcp://127.0.0.1:8517", addresses.object_storage))
+        self.path.write_text(edit(text.replace("tcp://127.0.0.1:8517", addresses.object_storage)))
         self.scheduler, self.monitor = addresses.scheduler, addresses.monitor
         self._folder = folder
         self._environment = {"SCALER_LEASE_SECONDS": f"{LEASE_SECONDS:g}", "SCALER_ENVIRONMENT": "requirements",
@@ -202,11 +205,9 @@ def accepts(address: str) -> bool:
     return True
 
 
-def test_a_stack_that_cannot_stop_its_hub_exits_1_saying_so(fake_cloud: Any, tmp_path: Path) -> None:
-    """#38 finding 4: the launcher exited 0 when it could not stop the hub (left running, and billed). The launcher
-    reaches the cloud's API through a forwarder of its own, which is stopped before the stack is: the hub cannot be
-    terminated, and the launcher exits 1 naming it and `--down`. Checked with the mechanism off (`Launcher.run`
-    ignoring what `CloudStack.stop` returns): it exits 0."""
+def api_proxy(fake_cloud: Any) -> tuple[subprocess.Popen[bytes], str]:
+    """A forwarder of the test's own to the fake cloud's API, and its endpoint URL: the stack reaches the cloud's
+    API through it, and stopping it makes the API vanish for the stack alone."""
     endpoint = fake_cloud.endpoint_url.removeprefix("http://")
     host, _, port = endpoint.rpartition(":")
     proxy_port = free_tcp_port_block(1)
@@ -216,7 +217,16 @@ def test_a_stack_that_cannot_stop_its_hub_exits_1_saying_so(fake_cloud: Any, tmp
         pass_fds=[listener.fileno()], stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     listener.close()
-    stack = HubStack(tmp_path, AWS_ENDPOINT_URL=f"http://127.0.0.1:{proxy_port}")
+    return proxy, f"http://127.0.0.1:{proxy_port}"
+
+
+def test_a_stack_that_cannot_stop_its_hub_exits_1_saying_so(fake_cloud: Any, tmp_path: Path) -> None:
+    """#38 finding 4: the launcher exited 0 when it could not stop the hub (left running, and billed). The launcher
+    reaches the cloud's API through a forwarder of its own, which is stopped before the stack is: the hub cannot be
+    terminated, and the launcher exits 1 naming it and `--down`. Checked with the mechanism off (`Launcher.run`
+    ignoring what `CloudStack.stop` returns): it exits 0."""
+    proxy, endpoint_url = api_proxy(fake_cloud)
+    stack = HubStack(tmp_path, AWS_ENDPOINT_URL=endpoint_url)
     try:
         wait_for(lambda: "scaler: worker manager 'ecs'" in stack.log(), "the stack to be up", 120)
         proxy.terminate()  # the cloud's API is out of the launcher's reach from now on
@@ -254,4 +264,38 @@ def test_a_hub_that_vanishes_ends_the_launcher_with_one_line_that_does_not_blame
         assert "Traceback" not in log and "authentication failed" not in log and "CURVE" not in log, log
         assert "the hub in the cloud ended" in log, log
     finally:
+        stack.kill()
+
+
+def test_a_cloud_whose_endpoint_vanishes_ends_the_stack_after_the_lease_naming_it(
+    fake_cloud: Any, tmp_path: Path
+) -> None:
+    """issue 77, item 1: `scaler_fake_cloud` stopped under a running `aws_ecs` stack (its API gone, and its units, the
+    hub with them) left the launcher logging "the monitor feed ... refused the keys given" every few seconds, for
+    ever. The stack reaches the API through a forwarder of the test's, stopped with the hub: the launcher says once
+    that the cloud's API does not answer and how long it waits (the hub's lease), then stops, naming the lost API,
+    with exit code 1; no line blames the keys. Checked to fail before: the launcher still ran after the lease and
+    its log held a "refused the keys given" line every 3-4 s."""
+    import boto3
+
+    from tests.integration.cloud_harness import REGION
+    from tests.integration.test_cloud_burst import ecs_tasks
+
+    proxy, endpoint_url = api_proxy(fake_cloud)
+    stack = HubStack(tmp_path, AWS_ENDPOINT_URL=endpoint_url, SCALER_IDLE_SHUTDOWN_SECONDS="3600")
+    try:
+        wait_for(lambda: "scaler: worker manager 'ecs'" in stack.log(), "the stack to be up", 120)
+        (hub,) = ecs_tasks("ecs-hub")
+        proxy.terminate()  # the endpoint gone, and what it ran with it
+        proxy.wait(30)
+        boto3.client("ecs", region_name=REGION).stop_task(cluster="scaler-cluster", task=hub["taskArn"])
+        assert stack.popen.wait(LEASE_SECONDS + 120) == 1, stack.log()
+        log = stack.log()
+        assert log.count("the cloud's API does not answer") == 1, log
+        assert f"the cloud's API has not answered for {LEASE_SECONDS:g} s, the hub's lease" in log, log
+        assert "refused the keys given" not in log and "Traceback" not in log and "CURVE" not in log, log
+    finally:
+        if proxy.poll() is None:
+            proxy.kill()
+            proxy.wait(30)
         stack.kill()

@@ -17,8 +17,8 @@ import boto3
 import pytest
 
 from scaler import Client
-from scaler.fake_cloud.faults import ROUTE
 from scaler.worker_manager.backend import unit_id_of_worker
+from scaler_rehearsal.fake_cloud.faults import ROUTE
 from tests.integration.cloud_harness import REGION, cloud_unit_processes
 from tests.integration.conftest import COLD_START_SECONDS, Launcher, monitor, wait_for
 from tests.integration.manager_harness import workers_of

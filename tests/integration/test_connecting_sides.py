@@ -13,6 +13,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -89,6 +90,26 @@ def test_a_monitor_reader_with_wrong_keys_given_to_it_gives_up_soon(
                 reader.receive(1)
     with FeedReader(monitor, topics=(STATUS_TOPIC,), security=right) as reader:  # the right keys are read
         assert reader.receive(60) is not None
+
+
+def test_a_monitor_reader_with_another_users_keys_gives_up_soon(
+    make_cluster: Callable[..., SchedulerClusterCombo], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """issue 77, item 9: a reader that finds keys by itself (another user's: their own key folder, no connection file
+    of this stack), refused from its first connection, gives up after a refusal in passing, as with keys given: the
+    feed that answers is the one it will read. REFUSED_KEYS_WAIT_SECONDS, the wait for a stack to publish other keys
+    once the reader has read it, is made an hour here, so that a reader that waits for it hangs the test into its
+    timeout (checked: without `_has_read` in `_patience`, it does; scaler_top took 31 s to say so)."""
+    from scaler.monitor import feed
+
+    cluster = make_cluster(0)  # the user's keys, secure by default
+    monkeypatch.setattr(feed, "REFUSED_KEYS_WAIT_SECONDS", 3600.0)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "another-user"))
+    with FeedReader(cluster.monitor_address, topics=(STATUS_TOPIC,)) as reader:
+        assert "the user's keys" in reader.keys.source and "another-user" in reader.keys.source, reader.keys.source
+        with pytest.raises(FeedConnectionError, match="the CURVE handshake did not complete"):
+            while True:
+                reader.receive(1)
 
 
 def test_scaler_top_at_the_scheduler_port_says_so_and_exits(make_cluster: Callable[..., SchedulerClusterCombo]) -> None:

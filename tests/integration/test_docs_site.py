@@ -94,6 +94,13 @@ def serve(folder: Path) -> Iterator[str]:
 
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[Any]:
+    with chromium(tmp_path) as driver:
+        yield driver
+
+
+@contextlib.contextmanager
+def chromium(tmp_path: Path) -> Iterator[Any]:
+    """Headless chromium driven by Selenium, its profile in `tmp_path`."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service as DriverService
 

@@ -12,8 +12,8 @@ import boto3
 import psutil
 import pytest
 
-from scaler.fake_cloud.cloud import STATE_PREFIX
 from scaler.io.address import free_tcp_port_block
+from scaler_rehearsal.fake_cloud.cloud import STATE_PREFIX
 from tests.integration.conftest import CLOUD_START_SECONDS, Launcher, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.cloud, pytest.mark.timeout(180)]
@@ -89,7 +89,7 @@ def test_the_command_runs_a_task_after_its_boot_and_stops_with_everything(
 #: `scaler_fake_cloud` with no time at all for removing the units' folders once its processes are stopped: what a
 #: loaded disk does to a bound of minutes (the folders of a rehearsal's units hold thousands of files each).
 NO_TIME_FOR_FOLDERS = (
-    "import sys; import scaler.entry_points.fake_cloud as command; command.FOLDERS_SECONDS = 0.0; "
+    "import sys; import scaler_rehearsal.entry_points.fake_cloud as command; command.FOLDERS_SECONDS = 0.0; "
     "sys.exit(command.main(sys.argv[1:]))"
 )
 #: What a stack dump (faulthandler's, a traceback) prints.
@@ -130,7 +130,7 @@ def test_a_run_without_a_log_folder_leaves_nothing_in_the_temporary_directory(la
     directory, left there after every run (checked before: the folder the command printed was still there). They
     log to a folder of the units' folders now, removed with them."""
     port = free_tcp_port_block(1)
-    cloud = launcher.start("python", "-m", "scaler.entry_points.fake_cloud", "--port", str(port))
+    cloud = launcher.start("python", "-m", "scaler_rehearsal.entry_points.fake_cloud", "--port", str(port))
     logs = Path(cloud.wait_for_log("# launched commands log to ", CLOUD_START_SECONDS).split(
         "# launched commands log to ", 1)[1].split(";", 1)[0])  # fmt: skip
     marker = f"sleep 6{port}.5"
@@ -183,7 +183,8 @@ def test_flags_that_cannot_work_are_refused_naming_why(launcher: Launcher, flags
 
 #: `scaler_fake_cloud` whose start is interrupted by Ctrl-C half-way (its HTTP server up, moto's patches not yet).
 CTRL_C_MID_START = (
-    "import sys; from scaler.fake_cloud.cloud import FakeCloud; import scaler.entry_points.fake_cloud as command\n"
+    "import sys; from scaler_rehearsal.fake_cloud.cloud import FakeCloud\n"
+    "import scaler_rehearsal.entry_points.fake_cloud as command\n"
     "def interrupted(self): raise KeyboardInterrupt\n"
     "FakeCloud._follow_stops = interrupted; sys.exit(command.main(sys.argv[1:]))"
 )

@@ -1,6 +1,6 @@
-"""What the fake cloud does to cost less CPU (scaler/fake_cloud/moto_costs.py, package_index.py), and that it answers
-the same: a reset empties the cloud without rebuilding what it drops, AWS's managed policies are there, and the
-package index serves a file it has fetched once from its cache folder, to any later cloud, without PyPI.
+"""What the fake cloud does to cost less CPU (rehearsal/scaler_rehearsal/fake_cloud/moto_costs.py, package_index.py),
+and that it answers the same: a reset empties the cloud without rebuilding what it drops, AWS's managed policies are
+there, and the package index serves a file it has fetched once from its cache folder, to any later cloud, without PyPI.
 
 Checked with the mechanisms off: with moto's own reset, the reset rebuilds every IAM backend (six here) before
 dropping them; without the file cache, the second cloud's request fails once the upstream is gone (502).
@@ -18,7 +18,7 @@ from typing import Any
 import boto3
 import pytest
 
-from scaler.fake_cloud.package_index import INDEX_ROUTE, PackageIndex
+from scaler_rehearsal.fake_cloud.package_index import INDEX_ROUTE, PackageIndex
 from tests.integration.cloud_harness import REGION
 
 pytestmark = [pytest.mark.integration, pytest.mark.cloud]

@@ -150,7 +150,7 @@ def test_what_a_killed_cloud_left_is_removed_by_the_next(launcher: Launcher, tmp
 
 
 def test_the_vpc_plan_uses_test_net_addresses_only() -> None:
-    from scaler.fake_cloud.network import SLOTS, UNITS_PER_SLOT, VpcPlan
+    from scaler_rehearsal.fake_cloud.network import SLOTS, UNITS_PER_SLOT, VpcPlan
 
     for slot in range(SLOTS):
         plan = VpcPlan(4242, slot)

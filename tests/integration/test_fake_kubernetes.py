@@ -17,7 +17,7 @@ import yaml
 from lightkube import ApiError, Client, KubeConfig
 from lightkube.resources.core_v1 import ConfigMap, Event, Pod, Secret
 
-from scaler.fake_kubernetes.tls import kubeconfig_text
+from scaler_rehearsal.fake_kubernetes.tls import kubeconfig_text
 from tests.integration.conftest import DEADLINE_SECONDS, wait_for
 from tests.integration.kubernetes_harness import (  # noqa: F401 - the fixtures are used by name
     client_fixture,

@@ -8,7 +8,9 @@ the first test fails; with the help of --policy-content naming docs/scaling.md a
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 from pathlib import Path
 
@@ -17,6 +19,7 @@ import pytest
 from scaler.config.completion import command_names
 from scaler.config.example_files import EXAMPLES
 from tests.integration.fresh_install import fresh_environment, run_wheel
+from tests.integration.test_docs_site import chromium, expected_paths, needs_browser, walk
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600), pytest.mark.xdist_group("test_installed_docs")]
 
@@ -72,3 +75,44 @@ def test_no_help_text_or_example_names_a_repository_path(fresh_python: Path, tmp
         if paths:
             found[example.file_name] = paths
     assert not found, found
+
+
+def test_the_terminal_shows_pages_as_text(fresh_python: Path, tmp_path: Path) -> None:
+    """issue 77, item 5: `scaler --docs api` printed raw HTML, `scaler --docs index` MyST's toctree blocks, and the
+    index named no Kubernetes. Now text for a terminal."""
+    api = scaler(fresh_python, "--docs", "api", cwd=tmp_path).stdout
+    index = scaler(fresh_python, "--docs", "index", cwd=tmp_path).stdout
+    assert "<a href" not in api and "<code>" not in api and "- the scaler package;" in api, api
+    assert "```{toctree}" not in index and ":caption:" not in index, index
+    assert "Kubernetes pods" in " ".join(index.split()) and "scaler --docs guide/kubernetes" in index, index
+
+
+@needs_browser
+def test_the_site_the_wheel_serves_in_a_browser(fresh_python: Path, tmp_path: Path) -> None:
+    """issue 77, item 5: `scaler --docs --serve PORT` from the wheel (no clone, no docs toolchain) serves the whole
+    site: a browser reaches every page of docs/ and docs/guide/ and the API reference from the index, every link
+    inside the site leads to something served, every anchor names an element of its page, every picture loads.
+    Checked to fail before: `--serve` was no flag (exit 2)."""
+    environment = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    server = subprocess.Popen([str(fresh_python), "-m", "scaler", "--docs", "--serve", "0"], cwd=tmp_path,
+                              stdout=subprocess.PIPE, text=True, env=environment)  # fmt: skip
+    try:
+        assert server.stdout is not None
+        said = server.stdout.readline()
+        url = re.search(r"http://127\.0\.0\.1:\d+/", said)
+        assert url is not None, said
+        with chromium(tmp_path) as browser:
+            walked = walk(browser, url.group(0))
+        assert not walked.problems, "\n".join(walked.problems)
+        unreached = expected_paths() - walked.pages
+        assert not unreached, f"pages no link of the site reaches: {sorted(unreached)}"
+    finally:
+        server.send_signal(signal.SIGINT)
+        code = server.wait(30)
+        if server.stdout is not None:
+            server.stdout.close()
+    assert code == 0, "the server stops at Ctrl-C, exit 0"
+    opened = subprocess.run([str(fresh_python), "-m", "scaler", "--docs", "guide/slurm", "--open"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60,
+                            env={**environment, "BROWSER": "true"})  # fmt: skip
+    assert opened.returncode == 0 and "guide/slurm.html" in opened.stdout, opened.stdout + opened.stderr

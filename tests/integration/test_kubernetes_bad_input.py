@@ -70,7 +70,7 @@ def test_a_namespace_that_does_not_exist(base: list[str]) -> None:
 
 
 def test_rbac_that_forbids_the_pods(rehearsal: Any, tmp_path: Path) -> None:
-    from scaler.fake_kubernetes.tls import kubeconfig_text
+    from scaler_rehearsal.fake_kubernetes.tls import kubeconfig_text
 
     rehearsal.store.create("serviceaccounts", "default", {"metadata": {"name": "powerless"}})
     kubeconfig = tmp_path / "kubeconfig"
@@ -104,3 +104,46 @@ def test_without_the_kubernetes_extra() -> None:
     output = done.stdout + done.stderr
     assert done.returncode == 2 and "Traceback" not in output, output
     assert "needs the kubernetes extra (lightkube not installed): pip install 'scaler-compute[kubernetes]'" in output
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        (
+            "apiVersion: v1\nkind: Config\nclusters:\n\t- name: a\n",
+            "not YAML at line 4, column 1 (found character '\\t' that cannot start any token)",
+        ),
+        ("{}\n", "not a kubeconfig (it has no clusters and no contexts)"),
+        ("just words\n", "not a kubeconfig (it has no clusters and no contexts)"),
+    ],
+    ids=["malformed", "empty-mapping", "a-string"],
+)
+def test_a_kubeconfig_that_is_not_one(tmp_path: Path, text: str, words: str) -> None:
+    """issue 77, item 6: a malformed kubeconfig gave PyYAML's 40-line traceback, one of `{}` a bare `'clusters'`.
+    Checked to fail before: a traceback (yaml.parser.ParserError), then "cannot read the Kubernetes configuration:
+    'clusters'"."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(text)
+    line = refusal("--k8s-kubeconfig", str(kubeconfig), "--k8s-image", "scaler-worker")
+    assert f"--k8s-kubeconfig {kubeconfig}: {words}" in line, line
+    assert "give the kubeconfig kubectl uses (`kubectl config view --raw > FILE` writes it)" in line, line
+
+
+def test_the_rehearsal_without_its_extra(tmp_path: Path) -> None:
+    """issue 77, item 6: `scaler_fake_kubernetes` without the fake-kubernetes extra raised ModuleNotFoundError
+    (cryptography) from its start; now one line naming the extra, as scaler_fake_cloud's. Checked to fail before: a
+    traceback ending in "No module named 'cryptography'"."""
+    code = (
+        'import sys; sys.modules["cryptography"] = None; from scaler.entry_points.fake_kubernetes import main; '
+        "sys.exit(main(sys.argv[1:]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "--port", "0", "--kubeconfig", str(tmp_path / "kubeconfig")],
+        capture_output=True, text=True, timeout=COLD_START_SECONDS,
+    )  # fmt: skip
+    output = done.stdout + done.stderr
+    assert done.returncode == 2 and "Traceback" not in output, output
+    said = output.strip().splitlines()
+    assert len(said) == 1, output
+    needs = "scaler_fake_kubernetes needs the fake-kubernetes extra: pip install 'scaler-compute[fake-kubernetes]'"
+    assert needs in said[0], output

@@ -1,5 +1,5 @@
-"""`scaler_link`, the slow link in user space (scaler/fake_cloud/link.py): its relay carries real connections intact,
-no earlier than the link allows, and the command relays a scheduler's ports and stops on SIGTERM."""
+"""`scaler_link`, the slow link in user space (scaler_rehearsal/fake_cloud/link.py): its relay carries real connections
+intact, no earlier than the link allows, and the command relays a scheduler's ports and stops on SIGTERM."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from scaler.fake_cloud.link import LinkRelay, LinkShape, Route
 from scaler.io.address import free_tcp_port_block
 from scaler.security.connection_files import discovered_connection, register_connection, unregister_connection
+from scaler_rehearsal.fake_cloud.link import LinkRelay, LinkShape, Route
 from tests.integration.conftest import BIN_DIR, DEADLINE_SECONDS, ProcessWatch
 
 

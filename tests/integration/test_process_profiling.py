@@ -1,6 +1,6 @@
 """`SCALER_PROFILE_DIR` (scaler/io/process_profiling.py) on a local cluster: its scheduler and its worker agents
-write their cProfile there when they stop, as `python -m` components do (benchmarks/scheduler_u1_cost.py --profile
-reads the scheduler's)."""
+write their cProfile there when they stop, as `python -m` components do (the scale harness reads the scheduler's:
+benchmarks/scale/README.md, "Profiles")."""
 
 from __future__ import annotations
 

@@ -259,11 +259,16 @@ def test_init_resources_become_the_local_cluster_s_capabilities(shared_cluster: 
     workers offering what a task asks for run it; with an address they are refused, as Ray refuses them.
 
     Checked by switching the mechanism off: without the capability policy in ray_session.init (the default policy
-    ignores capabilities), the task asking for "absent" runs and its story never says it waits for a worker."""
+    ignores capabilities), the task asking for "absent" runs and its story never says it waits for a worker.
+
+    The node has what Ray's would (issue 77, item 10): `num_cpus=2, num_gpus=1` is 2 CPUs and 1 GPU, not a GPU per
+    worker (it said 2.0 when every worker offered the GPU)."""
     with pytest.raises(ValueError, match="num_cpus, num_gpus describe a local cluster"):
         ray.init(address=shared_cluster.get_address(), num_cpus=2, num_gpus=1)
-    ray.init(num_cpus=1, num_gpus=1, resources={"special": 1}, object_store_memory=10**8)
+    ray.init(num_cpus=2, num_gpus=1, resources={"special": 1}, object_store_memory=10**8)
     try:
+        resources = ray.cluster_resources()
+        assert (resources["CPU"], resources["GPU"], resources["special"]) == (2.0, 1.0, 1.0), resources
         assert ray.get(needs_a_gpu_and_special.remote(), timeout=60) == "ran"
         unserved = needs_what_no_worker_has.remote()
         future = unserved.task_future

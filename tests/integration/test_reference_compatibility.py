@@ -1,5 +1,6 @@
 """#13: code written for the reference system keeps working: the exception types it catches, and the module
-paths it imports from."""
+paths it imports from; #73: the libraries of its family (parfun asks the reference's `Processor` inside a task,
+pargraph takes a Client as its backend; parfun's own tests: tests/conformance/test_parfun_backend.py)."""
 
 from __future__ import annotations
 
@@ -100,6 +101,7 @@ REFERENCE_IMPORTS = [
         ],
     ),
     ("scaler.config.section.scheduler", ["PolicyConfig"]),
+    ("scaler.worker.agent.processor.processor", ["Processor"]),
 ]  # fmt: skip
 
 
@@ -120,3 +122,50 @@ def test_the_reference_aliases_are_ours() -> None:
     assert issubclass(ScalerFuture, concurrent.futures.Future)
     serializer = DefaultSerializer()
     assert serializer.deserialize(serializer.serialize({"a": 1})) == {"a": 1}
+
+
+def processor_seen() -> tuple[bool, str, str]:
+    from scaler.worker.agent.processor.processor import Processor
+
+    processor = Processor.get_current_processor()
+    assert processor is not None
+    return True, processor.scheduler_address(), processor.object_storage_address()
+
+
+def test_the_reference_processor_names_the_tasks_scheduler_inside_a_task_and_is_none_outside(client: Client) -> None:
+    """parfun's Scaler backend asks it whether it runs in a task, and sends its nested tasks there. Checked to fail
+    with `get_current_processor` returning None (the task's assertion failed)."""
+    from scaler.worker.agent.processor.processor import Processor
+
+    assert Processor.get_current_processor() is None, "outside a task, as the reference"
+    inside, scheduler, storage = client.submit(processor_seen).result(timeout=30)
+    assert inside and scheduler == client.address and storage.startswith("tcp://")
+
+
+def test_pargraph_computes_its_graphs_with_a_client_as_its_backend(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pargraph's GraphEngine submits each node with `backend.submit` and waits with `concurrent.futures.wait`. Its
+    sorter is the standard library's: pargraph 0.9.6 takes one built on python-graphblas when that is installed (the
+    test extra has it), which calls `numpy.in1d`, gone from numpy 2.4, whatever its backend."""
+    from operator import add
+
+    import pargraph.engine.engine
+    from pargraph import GraphEngine, graph
+
+    monkeypatch.setattr(pargraph.engine.engine, "TopologicalSorter", graphlib.TopologicalSorter)
+    engine = GraphEngine(client)
+    nodes = {"x": 1, "y": 2, "z": (add, "x", "y"), "w": (sum, ["x", "y", "z"]), "v": (add, (add, "x", "y"), "z")}
+    assert engine.get(nodes, [["x", "y"], ["z", "w"], "v"]) == [[1, 2], [3, 6], 6]
+    tree = {f"leaf{n}": 1 for n in range(16)}
+    tree.update({f"n{n}": (add, f"leaf{2 * n}", f"leaf{2 * n + 1}") for n in range(8)})
+    tree.update({f"m{n}": (add, f"n{2 * n}", f"n{2 * n + 1}") for n in range(4)})
+    tree.update({"a": (add, "m0", "m1"), "b": (add, "m2", "m3"), "root": (add, "a", "b")})
+    assert engine.get(tree, "root") == 16
+
+    @graph
+    def hypotenuse(a: float, b: float) -> float:
+        return (a**2 + b**2) ** 0.5
+
+    nodes, keys = hypotenuse.to_graph().to_dict(a=3, b=4)
+    assert engine.get(nodes, keys) == [5.0]

@@ -160,6 +160,24 @@ def test_top_with_another_users_keys_names_the_export_that_fixes_it(
     assert "run `scaler_keygen export DIR --role client` as the scheduler's user, then give scaler_top " in said
 
 
+def test_top_as_another_user_says_its_keys_are_refused_within_seconds(
+    launcher: Launcher, terminal: Terminal, tmp_path: Path
+) -> None:
+    """issue 77, item 9: scaler_top run by another user (their own keys, found in their own folder; none of this
+    stack's connection files) ends with the refusal and exit code 2 after a refusal in passing (3 s), no longer after
+    the 30 s a reader waits for a stack it has read to publish other keys (test_connecting_sides.py checks the
+    mechanism with that wait made an hour)."""
+    addresses, _scheduler, _storage = launcher.stack(workers=0)
+    other = tmp_path / "another-user"
+    terminal.type(
+        f"XDG_CONFIG_HOME={other} {BIN_DIR / 'scaler_top'} {addresses.monitor} 2> top.err; echo TOP-ENDED $?", "Enter"
+    )
+    terminal.shows("TOP-ENDED 2")
+    said = " ".join((tmp_path / "top.err").read_text().split())
+    assert "the CURVE handshake did not complete" in said, said
+    assert "run `scaler_keygen export DIR --role client` as the scheduler's user" in said, said
+
+
 def fail_on_odd(x: int) -> int:
     if x % 2:
         raise ValueError(f"odd {x}")

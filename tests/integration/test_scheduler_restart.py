@@ -102,7 +102,7 @@ def test_the_launcher_restarts_its_scheduler_and_the_work_goes_on(tmp_path: Path
 
 
 def test_chaos_worker_and_scheduler_kills_lose_no_future(tmp_path: Path) -> None:
-    """benchmarks/chaos.py in small: tiny tasks (submit and map) while workers are SIGKILLed and the scheduler is
+    """Chaos in small: tiny tasks (submit and map) while workers are SIGKILLed and the scheduler is
     SIGKILLed and restarted by `scaler FILE`; every future resolves with its value."""
     addresses = free_addresses()
     path = tmp_path / "stack.toml"

@@ -90,3 +90,44 @@ def test_the_dry_run_prints_the_job_script_and_submits_nothing(slurm_cluster: Sl
     assert any(line.startswith("exec ") and "scaler.worker_manager.slurm.job_worker" in line for line in lines)
     name = next(line for line in lines if line.startswith("#SBATCH --job-name=")).partition("=")[2]
     assert slurm_cluster.jobs(name, "all") == [], "nothing submitted"
+
+
+def dry_run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`scaler_worker_manager slurm --slurm-dry-run` as `> job.sh` runs it: its standard output and error apart."""
+    return subprocess.run(
+        [str(BIN_DIR / "scaler_worker_manager"), "slurm", "tcp://127.0.0.1:1", "--slurm-dry-run", *args],
+        capture_output=True, text=True, timeout=COLD_START_SECONDS, env=env, stdin=subprocess.DEVNULL, check=False,
+    )  # fmt: skip
+
+
+def test_the_dry_run_shows_the_script_without_a_controller(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """issue 77, item 4: without a controller that answers (or without Slurm's commands: a laptop), the dry run
+    still prints the script, and says on both outputs that the checks asking Slurm were skipped. Checked to fail
+    before: exit 2, "the Slurm controller did not answer sinfo", and no script."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(
+        f"ClusterName=gone\nSlurmctldHost={slurm_cluster.node}(127.0.0.1)\nSlurmctldPort=9\n"
+        f"AuthType=auth/none\nNodeName={slurm_cluster.node} CPUs=1\nPartitionName=debug Nodes=ALL Default=YES\n"
+    )
+    for args, env, why in [
+        ((), {**slurm_cluster.environment, "SLURM_CONF": str(conf)}, "the Slurm controller did not answer sinfo"),
+        (("--slurm-commands-folder", str(tmp_path)), None, "Slurm's commands sbatch, squeue, scancel, sinfo are not"),
+    ]:
+        done = dry_run("--slurm-time-limit", "30", "--slurm-output-folder", str(tmp_path / "jobs"), *args, env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        lines = done.stdout.splitlines()
+        assert lines[0] == "#!/bin/bash" and "#SBATCH --time=30" in lines, done.stdout
+        assert any(line.startswith("exec ") for line in lines), done.stdout
+        skipped = next(line for line in lines if line.startswith("# not checked with Slurm"))
+        assert why in skipped and "sbatch --test-only (account, QOS, resources) skipped" in skipped, skipped
+        assert "Traceback" not in done.stderr and why in done.stderr, done.stderr
+
+
+def test_the_dry_runs_refusal_goes_to_the_terminal_not_the_script(slurm_cluster: SlurmCluster) -> None:
+    """issue 77, item 4: `--slurm-dry-run > job.sh` with a setting refused wrote the refusal into job.sh (the log
+    is on standard output) and said nothing on the terminal. Checked to fail before: stdout held the [ERROR] line,
+    stderr was empty."""
+    done = dry_run("--slurm-memory-per-worker", "lots")
+    assert done.returncode == 2 and done.stdout == "", done.stdout
+    said = done.stderr.strip().splitlines()
+    assert len(said) == 1 and "slurm_memory_per_worker: 'lots' is not a memory size" in said[0], done.stderr

@@ -1,6 +1,6 @@
 """A client away and back (#42 goal 1) with the real scheduler server and core, the real object storage server, real
-worker agents and the real client core (`scaler.testing.simulated_stack`), on simulated time and network: a client
-paused past its timeout, a client whose link is cut then restored, and one that comes back on a new connection
+worker agents and the real client core (`scaler_rehearsal.testing.simulated_stack`), on simulated time and network: a
+client paused past its timeout, a client whose link is cut then restored, and one that comes back on a new connection
 (another network) after answers were lost in the dead one and others were written to object storage; and past the
 window. The integration tier does the same with real processes (tests/integration/test_away_clients.py).
 
@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from scaler.errors import DisconnectedError
-from scaler.testing.simulated_client import SimulatedClient, SimulatedFuture
-from scaler.testing.simulated_stack import SimulatedStack
+from scaler_rehearsal.testing.simulated_client import SimulatedClient, SimulatedFuture
+from scaler_rehearsal.testing.simulated_stack import SimulatedStack
 
 TIMEOUT = 10.0
 WINDOW = 300.0

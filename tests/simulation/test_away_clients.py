@@ -23,7 +23,7 @@ from scaler.protocol.ids import ObjectID, PeerID, TaskID
 from scaler.scheduler.core.effects import DeleteObjects, DeleteOwnerObjects, LoadAnswers, Send, StoreAnswers
 from scaler.scheduler.core.events import AnswersLoaded, AnswersStored, PeerLost
 from scaler.scheduler.core.scheduler_core import CoreSettings
-from scaler.testing.simulation import PYTHON, FakeClient, FakeWorker, SimulatedCluster, hello, task
+from scaler_rehearsal.testing.simulation import PYTHON, FakeClient, FakeWorker, SimulatedCluster, hello, task
 
 TIMEOUT = 60.0
 WINDOW = 1800.0

@@ -12,8 +12,8 @@ from scaler.io.zmq_async import Outbox
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.scheduler.core import client_sessions
-from scaler.testing.memory_network import Delivery
-from scaler.testing.simulated_stack import SCHEDULER_ADDRESS, SimulatedStack
+from scaler_rehearsal.testing.memory_network import Delivery
+from scaler_rehearsal.testing.simulated_stack import SCHEDULER_ADDRESS, SimulatedStack
 
 LINK = "Worker|SIM|w1/w1-0"  #: the link of the worker's processor
 SCHEDULER = f"router@{SCHEDULER_ADDRESS}"

@@ -1,12 +1,12 @@
-"""Cancels with the real scheduler, worker agents and client core (`scaler.testing.simulated_stack`), on simulated
-time: a task is cancelled wherever it is (queued in the scheduler, staged in a processor, computing: its processor is
-killed) and answered once; a cancel that races the task's end, landed at chosen moments around it, gets exactly one
-answer and never a second run."""
+"""Cancels with the real scheduler, worker agents and client core (`scaler_rehearsal.testing.simulated_stack`), on
+simulated time: a task is cancelled wherever it is (queued in the scheduler, staged in a processor, computing: its
+processor is killed) and answered once; a cancel that races the task's end, landed at chosen moments around it, gets
+exactly one answer and never a second run."""
 
 from __future__ import annotations
 
-from scaler.testing.simulated_client import SimulatedFuture
-from scaler.testing.simulated_stack import SimulatedStack
+from scaler_rehearsal.testing.simulated_client import SimulatedFuture
+from scaler_rehearsal.testing.simulated_stack import SimulatedStack
 
 TINY_SECONDS = 0.0001
 

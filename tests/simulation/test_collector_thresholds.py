@@ -1,6 +1,6 @@
 """The scheduler process's collector thresholds (process.py `set_collector_thresholds`): the tasks that thousands of
 workers hold, about five young objects each, are not walked by young collections while they flow (with 10,000
-workers holding 20,000 tasks, the walks were 2-3.5 us a task; benchmarks/notes/scale.md, part 8)."""
+workers holding 20,000 tasks, the walks would be 2-3.5 us a task; docs/guide/scale.md, "Why it stays small")."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from scaler.scheduler.core.scheduler_core import CoreSettings
 from scaler.scheduler.process import set_collector_thresholds
-from scaler.testing.simulation import PYTHON, SimulatedCluster, task
+from scaler_rehearsal.testing.simulation import PYTHON, SimulatedCluster, task
 
 WORKERS = 2_500
 TASKS = 5_000  #: two for each worker: every worker's capacity held, as in the scale harness

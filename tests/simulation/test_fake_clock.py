@@ -1,4 +1,4 @@
-"""The fake clock (`scaler.testing.fake_clock`): time moves only when every task waits, straight to the next
+"""The fake clock (`scaler_rehearsal.testing.fake_clock`): time moves only when every task waits, straight to the next
 deadline, and whatever can still wake the loop (another thread, a readable descriptor) is not skipped."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from scaler.testing.fake_clock import WALL_START, FakeClock, SimulationStuck
+from scaler_rehearsal.testing.fake_clock import WALL_START, FakeClock, SimulationStuck
 
 
 def test_time_jumps_to_each_deadline_in_order_when_everything_waits() -> None:

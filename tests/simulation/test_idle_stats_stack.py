@@ -12,7 +12,7 @@ import pytest
 
 from scaler.object_storage.async_connection import AsyncObjectStorageConnection
 from scaler.protocol.feed import STATUS_TOPIC
-from scaler.testing.simulated_stack import SimulatedStack
+from scaler_rehearsal.testing.simulated_stack import SimulatedStack
 
 
 def test_the_figures_are_gathered_only_while_the_status_is_read(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,5 +1,5 @@
 """The manager runner against a scripted scheduler (a ROUTER of the in-memory network) and an in-memory backend, on
-simulated time (`scaler.testing`): registration and refusal, targets, heartbeats, backend failures,
+simulated time (`scaler_rehearsal.testing`): registration and refusal, targets, heartbeats, backend failures,
 re-registration, shutdown, silence."""
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import zmq
 from scaler.config.sections import WorkerConfig
 from scaler.protocol import codec
 from scaler.protocol import messages as m
-from scaler.testing.fake_clock import FakeClock
-from scaler.testing.memory_network import MemoryNetwork
 from scaler.worker_manager.backend import LaunchSpec, UnitInfo, UnitState
 from scaler.worker_manager.runner import (
     EXIT_ERROR,
@@ -29,6 +27,8 @@ from scaler.worker_manager.runner import (
     ManagerRunner,
     RunnerSettings,
 )
+from scaler_rehearsal.testing.fake_clock import FakeClock
+from scaler_rehearsal.testing.memory_network import MemoryNetwork
 
 DEADLINE_SECONDS = 20.0  #: simulated
 SCHEDULER_ADDRESS = "tcp://scheduler.sim:1"

@@ -1,6 +1,6 @@
-"""The in-memory network (`scaler.testing.memory_network`) behaves, where the shells rely on it, as ZeroMQ does:
-routing by identity, EHOSTUNREACH on a mandatory ROUTER, messages kept while no ROUTER is bound and delivered to the
-next one, connection events with the connection's number as SRCFD, a crash that cuts a component off, topics."""
+"""The in-memory network (`scaler_rehearsal.testing.memory_network`) behaves, where the shells rely on it, as ZeroMQ
+does: routing by identity, EHOSTUNREACH on a mandatory ROUTER, messages kept while no ROUTER is bound and delivered to
+the next one, connection events with the connection's number as SRCFD, a crash that cuts a component off, topics."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 import zmq
 
 from scaler.io.zmq_async import AsyncSocket, Frames, PeerUnreachable, watch_events
-from scaler.testing.fake_clock import FakeClock
-from scaler.testing.memory_network import MemoryNetwork
+from scaler_rehearsal.testing.fake_clock import FakeClock
+from scaler_rehearsal.testing.memory_network import MemoryNetwork
 
 ADDRESS = "tcp://server.sim:1"
 

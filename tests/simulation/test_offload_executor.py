@@ -18,12 +18,12 @@ import pytest
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, ObjectID, TaskID
-from scaler.testing.fake_clock import FakeClock
-from scaler.testing.simulated_stack import SimulatedStack
 from scaler.worker.executors.hosted_link import HostedLink
 from scaler.worker.task_execution import run_bundle
 from scaler.worker_manager.offload.backend import JobOutcome, OffloadError, RemoteJob
 from scaler.worker_manager.offload.executor import BlockingCalls, OffloadExecutor
+from scaler_rehearsal.testing.fake_clock import FakeClock
+from scaler_rehearsal.testing.simulated_stack import SimulatedStack
 
 T = TypeVar("T")
 BATCH_WINDOW_SECONDS = 1.0

@@ -11,7 +11,7 @@ from scaler.protocol import messages as m
 from scaler.protocol.ids import PeerID, TaskID
 from scaler.scheduler.core.reattachment import WINDOW_SECONDS
 from scaler.scheduler.core.scheduler_core import CoreSettings
-from scaler.testing.simulation import PYTHON, FakeClient, FakeWorker, SimulatedCluster, hello, success, task
+from scaler_rehearsal.testing.simulation import PYTHON, FakeClient, FakeWorker, SimulatedCluster, hello, success, task
 
 OLD, NEW = b"old-instance", b"new-instance"
 CLIENT, WORKER = b"Client|c", b"Worker|SIM|w"

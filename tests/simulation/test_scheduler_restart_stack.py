@@ -1,6 +1,6 @@
 """A scheduler killed (SIGKILL) and started again at the same address, with the real scheduler server and core, the
-real worker agents and cores and the real client core (`scaler.testing.simulated_stack`), on simulated time: tasks
-that ran through the restart are not run again and their results are kept (reattachment), clients submit their
+real worker agents and cores and the real client core (`scaler_rehearsal.testing.simulated_stack`), on simulated time:
+tasks that ran through the restart are not run again and their results are kept (reattachment), clients submit their
 unfinished tasks and graphs again, a 50 s outage is survived, and one longer than a client's grace fails its futures.
 The integration tier keeps the same restart with real processes and sockets (tests/integration/
 test_scheduler_restart.py).
@@ -21,8 +21,8 @@ import pytest
 from scaler.errors import DisconnectedError
 from scaler.protocol.ids import GraphID
 from scaler.scheduler.core.scheduler_core import SchedulerCore
-from scaler.testing.simulated_client import SimulatedFuture
-from scaler.testing.simulated_stack import SimulatedStack
+from scaler_rehearsal.testing.simulated_client import SimulatedFuture
+from scaler_rehearsal.testing.simulated_stack import SimulatedStack
 
 
 def all_done(futures: list[SimulatedFuture]) -> bool:

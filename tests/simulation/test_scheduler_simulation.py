@@ -15,7 +15,7 @@ import pytest
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
 from scaler.scheduler.core.scheduler_core import CoreSettings
-from scaler.testing.simulation import PYTHON, FakeClient, FakeWorker, SimulatedCluster, task
+from scaler_rehearsal.testing.simulation import PYTHON, FakeClient, FakeWorker, SimulatedCluster, task
 
 
 def random_graph(rng: random.Random, client: bytes, first: int) -> tuple[list[m.Task], list[TaskID]]:

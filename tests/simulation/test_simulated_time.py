@@ -12,8 +12,8 @@ from scaler.io.simulated_time import SimulatedTime
 from scaler.policy.registry import make_policy
 from scaler.policy.traces import one_shot_trace
 from scaler.policy_simulator.cluster_simulation import SimulatedManager, simulate
-from scaler.testing.fake_clock import FakeClock
-from scaler.testing.simulation import SimulatedCluster
+from scaler_rehearsal.testing.fake_clock import FakeClock
+from scaler_rehearsal.testing.simulation import SimulatedCluster
 
 
 def test_timers_run_in_order_of_their_second_and_ties_in_the_order_they_were_set() -> None:

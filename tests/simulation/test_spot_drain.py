@@ -7,7 +7,7 @@ from __future__ import annotations
 from scaler.protocol import messages as m
 from scaler.protocol.ids import PeerID
 from scaler.scheduler.core.scheduler_core import CoreSettings
-from scaler.testing.simulation import PYTHON, FakeWorker, SimulatedCluster, hello, task
+from scaler_rehearsal.testing.simulation import PYTHON, FakeWorker, SimulatedCluster, hello, task
 
 MANAGER = b"Manager|spot"
 

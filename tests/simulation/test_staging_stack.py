@@ -1,7 +1,7 @@
 """Tiny tasks staged in a processor behind the one it computes (the scheduler stages them on its link:
 `WorkerRecord.learn`, `restage`), with the real scheduler, the real worker agent (shell and core) and processors on
-the real processor core (`scaler.testing.simulated_stack`), on simulated time: tiny tasks are staged; a cancel of a
-staged task withdraws it from its processor; the tasks staged behind a task that crashes, times out or is cancelled
+the real processor core (`scaler_rehearsal.testing.simulated_stack`), on simulated time: tiny tasks are staged; a cancel
+of a staged task withdraws it from its processor; the tasks staged behind a task that crashes, times out or is cancelled
 are queued again and each run once; those behind a task that proves long are taken back (processor_links.py rule 3)
 and run elsewhere. The integration tier keeps a crash among staged tasks in real processes
 (tests/integration/test_staged_tasks.py).
@@ -17,9 +17,9 @@ from __future__ import annotations
 import pytest
 
 from scaler.protocol import messages as m
-from scaler.testing.simulated_client import SimulatedClient, SimulatedFuture
-from scaler.testing.simulated_processors import CRASH, HANG
-from scaler.testing.simulated_stack import SimulatedStack
+from scaler_rehearsal.testing.simulated_client import SimulatedClient, SimulatedFuture
+from scaler_rehearsal.testing.simulated_processors import CRASH, HANG
+from scaler_rehearsal.testing.simulated_stack import SimulatedStack
 
 TINY_SECONDS = 0.0001  #: well under the staging horizon (staging.STAGING_SECONDS)
 WARM_UP_TASKS = 50  #: tiny tasks that teach the scheduler that the worker's tasks are tiny

@@ -17,7 +17,7 @@ from scaler.policy.capability import parse_capabilities
 from scaler.policy.content import Allocation
 from scaler.protocol import messages as m
 from scaler.scheduler.core.unserved_work import warning_text
-from scaler.testing.simulated_stack import SimulatedStack
+from scaler_rehearsal.testing.simulated_stack import SimulatedStack
 
 GPU = parse_capabilities("gpu")
 

@@ -1,6 +1,6 @@
 """The worker agent's shell around the execution seam, driven with an in-memory executor and a scheduler played by
-the test on a ROUTER of the in-memory network, on simulated time (`scaler.testing`): every processor effect reaches
-the executor, every report reaches the core, the executor's processors get their links to the scheduler from the
+the test on a ROUTER of the in-memory network, on simulated time (`scaler_rehearsal.testing`): every processor effect
+reaches the executor, every report reaches the core, the executor's processors get their links to the scheduler from the
 shell (`open_link`), and nothing needs an OS process behind a processor (what a remote executor relies on)."""
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import zmq
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, TaskID, new_worker_id
-from scaler.testing.fake_clock import FakeClock
-from scaler.testing.memory_network import MemoryNetwork
 from scaler.worker.agent import core
 from scaler.worker.agent.shell import WorkerAgent, build_hello
 from scaler.worker.executors.contract import ExecutorListener
 from scaler.worker.executors.hosted_link import HostedLink
+from scaler_rehearsal.testing.fake_clock import FakeClock
+from scaler_rehearsal.testing.memory_network import MemoryNetwork
 
 DEADLINE_SECONDS = 30.0  #: simulated
 SCHEDULER_ADDRESS = "tcp://scheduler.sim:1"

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from scaler.config.byte_size import format_byte_size
+from scaler.config.installed_docs import find_page
 from scaler.config.loader import load_section, load_worker_manager, worker_manager_toml_sections
+from scaler.config.manager_types import MANAGER_TYPES
 from scaler.config.sections import (
     AWSHPCWorkerManagerConfig,
     ClusterConfig,
@@ -695,3 +697,18 @@ def test_a_bad_nested_parents_is_refused_naming_the_allowed_ones(
     assert "nested_parents" in error and "thread, process" in error
     with pytest.raises(ValueError, match="nested_parents must be one of thread, process, not 'fiber'"):
         NestedParents.named("fiber")
+
+
+@pytest.mark.parametrize("type_name", sorted(MANAGER_TYPES))
+def test_a_manager_types_help_points_at_pages_a_pip_user_has(
+    type_name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """issue 77, item 10: `scaler_worker_manager slurm -h` and `kubernetes -h` cited `docs/guide/*.md`, paths of a
+    clone; a pip user has the pages that ship, by `scaler --docs NAME`, and each name cited is one that ships."""
+    with pytest.raises(SystemExit) as exited:
+        load_worker_manager([type_name, "-h"])
+    assert exited.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert not re.search(r"docs/[\w/]+\.md", text), text[:400]
+    for name in re.findall(r"scaler --docs ([\w/]+)", text):
+        find_page(name)  # ConfigError when no page has that name

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from scaler.fake_cloud.images import Image, ImageCatalogue, parse_image_option, pull_error, repository_of
-from scaler.fake_cloud.pythons import major_minor
+from scaler_rehearsal.fake_cloud.images import Image, ImageCatalogue, parse_image_option, pull_error, repository_of
+from scaler_rehearsal.fake_cloud.pythons import major_minor
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from scaler.fake_kubernetes.events import EventRecorder
-from scaler.fake_kubernetes.node_lifecycle import NodeLifecycle
-from scaler.fake_kubernetes.nodes import (
+from scaler_rehearsal.fake_kubernetes.events import EventRecorder
+from scaler_rehearsal.fake_kubernetes.node_lifecycle import NodeLifecycle
+from scaler_rehearsal.fake_kubernetes.nodes import (
     LEASE_NAMESPACE,
     NodeShape,
     healthy_conditions,
@@ -18,8 +18,8 @@ from scaler.fake_kubernetes.nodes import (
     micro_time,
     node_manifest,
 )
-from scaler.fake_kubernetes.scheduling import Scheduler
-from scaler.fake_kubernetes.store import Store
+from scaler_rehearsal.fake_kubernetes.scheduling import Scheduler
+from scaler_rehearsal.fake_kubernetes.store import Store
 
 START = 1_700_000_000.0
 GRACE = 50.0

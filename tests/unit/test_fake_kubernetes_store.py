@@ -8,12 +8,12 @@ from fractions import Fraction
 
 import pytest
 
-from scaler.fake_kubernetes.failures import ApiFailure
-from scaler.fake_kubernetes.patches import json_patch, merge_patch, strategic_merge_patch
-from scaler.fake_kubernetes.quantity import QuantityError, parse_quantity
-from scaler.fake_kubernetes.scheduling import Resources, unschedulable_message, unschedulable_reasons
-from scaler.fake_kubernetes.selectors import SelectorError, labels_match, parse_label_selector
-from scaler.fake_kubernetes.store import Store
+from scaler_rehearsal.fake_kubernetes.failures import ApiFailure
+from scaler_rehearsal.fake_kubernetes.patches import json_patch, merge_patch, strategic_merge_patch
+from scaler_rehearsal.fake_kubernetes.quantity import QuantityError, parse_quantity
+from scaler_rehearsal.fake_kubernetes.scheduling import Resources, unschedulable_message, unschedulable_reasons
+from scaler_rehearsal.fake_kubernetes.selectors import SelectorError, labels_match, parse_label_selector
+from scaler_rehearsal.fake_kubernetes.store import Store
 
 
 def store() -> Store:

@@ -114,7 +114,7 @@ def unknown_members() -> dict[str, bytes]:
         "Argument union": _set_16(body, args_tag + 1, _discriminant(schema.Argument.schema), 8),
         "StorageReply union": _set_16(bytearray(reply), reply_data, _discriminant(storage.StorageReply.schema), 12),
         "StorageStatus": _set_16(bytearray(reply), reply_data, _enum_offset(storage.StorageReply.schema, "status"), 40),
-        "StorageRequest union": _set_16(request, request_data, _discriminant(storage.StorageRequest.schema), 13),
+        "StorageRequest union": _set_16(request, request_data, _discriminant(storage.StorageRequest.schema), 14),
     }
 
 

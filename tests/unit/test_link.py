@@ -1,5 +1,5 @@
-"""The slow link of `scaler_link` (scaler/fake_cloud/link.py): its model of a direction and its parsing (the relay's
-sockets: tests/integration/test_link_relay.py)."""
+"""The slow link of `scaler_link` (scaler_rehearsal/fake_cloud/link.py): its model of a direction and its parsing (the
+relay's sockets: tests/integration/test_link_relay.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from scaler.fake_cloud.link import (
+from scaler_rehearsal.fake_cloud.link import (
     MIN_RTO_SECONDS,
     Bottleneck,
     LinkDirection,

@@ -66,7 +66,7 @@ from scaler.worker_manager import process, registry
 
 config = registry.with_manager_id(load_worker_manager(["baremetal_native", "tcp://127.0.0.1:1"]))
 runner = registry.runner_of(MANAGER_TYPES["baremetal_native"])
-cloud = ("boto3", "botocore", "moto", "soamapi", "scaler.fake_cloud", "scaler.worker_manager.aws",
+cloud = ("boto3", "botocore", "moto", "soamapi", "scaler_rehearsal.fake_cloud", "scaler.worker_manager.aws",
          "scaler.worker_manager.orb_aws_ec2", "scaler.worker_manager.symphony", "scaler.worker_manager.offload.proxy")
 print(" ".join(sorted(name for name in sys.modules if name.startswith(cloud))))
 """

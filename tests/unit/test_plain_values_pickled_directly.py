@@ -1,7 +1,6 @@
 """A value cloudpickle would pickle exactly as pickle does (a plain value, or a short tuple or list of them: a task's
 `return value, seconds`) is pickled by the C pickler directly (`serializer._plain`), with the same bytes: cloudpickle's
-pickler, made in Python for each call, cost a processor several times the pickling per result (benchmarks/NOTES.md,
-"The processor's share").
+pickler, made in Python for each call, costs a processor several times the pickling per result.
 
 Checked by hand with the mechanism off (`_plain` as `type(obj) in _PLAIN_TYPES`, as before): the first test fails
 (cloudpickle is called for the tuple and the list). The second guards the bytes, which must not change either way.

@@ -84,8 +84,8 @@ def test_the_generated_readers_reach_fields_through_get() -> None:
     """Every field a generated reader reads goes through pycapnp's `_get_by_field` (or `_has_by_field`, `_which_str`)
     with the field's object found once at import: `r.name` on a capnp reader is `__getattr__`, the fallback after the
     normal lookup failed, about five times `_get(name)`'s cost per field, itself 1.6 times `_get_by_field`'s (it finds
-    the field by its name on every read), on every message every process decodes (benchmarks/NOTES.md, "W1 and W3"
-    and "The scheduler's CPU per task"); `_which()` builds an enum object, about five times `_which_str()`'s cost.
+    the field by its name on every read), on every message every process decodes; `_which()` builds an enum object,
+    about five times `_which_str()`'s cost.
     Checked by hand: the generator's `_get` helper made to emit `r.name` or `r._get(name)` again, or its unions made to
     read `_which().raw`, fails this test naming the reads."""
     import ast

@@ -18,9 +18,17 @@ def test_pip_wheel_of_the_clone_is_written_with_a_path_pip_reads_as_a_folder() -
         (page.name, match.group(0)) for page in pages for match in re.finditer(r"pip wheel [^`\n]*", page.read_text())
     ]
     assert commands, "the README gives the command"
-    targets = [(page, command, command.split()[-1]) for page, command in commands]
+    targets = [(page, command, target) for page, command in commands for target in _folders(command)]
     assert [
         (page, command)
         for page, command, target in targets
         if target != "." and not target.startswith(("./", "/", "~"))
     ] == []
+
+
+def _folders(command: str) -> list[str]:
+    """The folders a `pip wheel` command builds: its words that are neither an option nor an option's value (the
+    product's clone and its rehearsals' folder: `./ ./rehearsal/`)."""
+    words = command.split()[2:]
+    taking = {"--wheel-dir", "-w"}
+    return [word for index, word in enumerate(words) if not word.startswith("-") and words[index - 1] not in taking]

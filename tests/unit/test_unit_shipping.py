@@ -3,6 +3,7 @@ and platform, the environment plan, a unit's install failures, the EC2 boot scri
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 import zipfile
@@ -98,6 +99,21 @@ def test_sync_pins_public_distributions_and_leaves_out_tools_this_build_and_excl
     assert set(pinned) <= set(environment.requirements)
     assert "extra==1.0" not in environment.trusted, "what is not installed here is asked of the index"
     assert dict(environment.import_names)["extra==1.0"] == ("extra",)
+
+
+def test_sync_never_ships_the_rehearsals(tmp_path: Path) -> None:
+    """scaler-rehearsal runs beside the managers, never on a unit: `sync` neither packs it (an editable install, as
+    in a clone) nor pins it (a wheel installed from a folder of links looks published, and no index has it).
+    Checked with `REHEARSALS` left out of what `sync` skips: the wheel, then the pin, appears."""
+    installed = installed_distributions()
+    (rehearsals,) = [item for item in installed if item.key == "scaler-rehearsal"]
+    looking_published = dataclasses.replace(rehearsals, direct_url=None, editable=False)
+    for found in (rehearsals, looking_published):
+        others = [item for item in installed if item.key in ("pyzmq", DISTRIBUTION_NAME)]
+        environment = plan_environment("sync", None, "", TARGET, cache=tmp_path, installed=[*others, found])
+        assert [wheel.distribution for wheel in environment.wheels] == []
+        assert [pin for pin in environment.requirements if pin.startswith("pyzmq==")] == [f"pyzmq=={others[0].version}"]
+        assert [pin for pin in environment.requirements if "rehearsal" in pin] == []
 
 
 def test_image_installs_nothing_and_requirements_only_the_list(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@ inproc: a drain asks ZeroMQ whether a message waits before each read, so that it
 `zmq.Again` cost more than the question, once per wake-up), and an outbox flushed at its socket's burst end gives the
 frames sent during a burst no flush of their own on the next loop iteration (one iteration and one poll of every
 descriptor per message answered at once: an actor's call crosses the scheduler twice). Both are on an actor call's
-way (benchmarks/NOTES.md, "An actor's call against a task and against Ray's actor")."""
+way (docs/performance.md, "Actors")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Generates the Python side of the protocol from its schemas: `python -m scaler.protocol.generate` writes
-messages.py, storage_messages.py and codec_structs.py from message.capnp, object_storage.capnp and the mapping
-table (mapping.py); `--check` says whether the files written are those the schemas give (docs/protocol.md, "Adding a
-message or a field")."""
+messages.py, storage_messages.py, codec_structs.py and capnp_layout.py from message.capnp, object_storage.capnp and the
+mapping table (mapping.py); `--check` says whether the files written are those the schemas give (docs/protocol.md,
+"Adding a message or a field")."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from scaler.protocol import codec_fields, message_extras, storage_chunks
 from scaler.protocol.generate import mapping
 from scaler.protocol.generate.comments import read_comments
 from scaler.protocol.generate.emit import codec_module, values_module
+from scaler.protocol.generate.layout import layout_module
 from scaler.protocol.generate.model import SchemaModel
 
 PROTOCOL = Path(__file__).resolve().parent.parent
@@ -30,6 +31,10 @@ _DOCS = {
     "storage_messages.py": "Object storage requests and replies as frozen values. Payload bytes never live in these: "
     "they travel as the frames that follow the encoded header, so that large objects move without a copy.",
 }
+_LAYOUT_DOC = (
+    "Where each field of the schemas lies on the wire, as the Cap'n Proto compiler placed it: what the pure-Python "
+    "codec (pure_capnp.py) reads and writes messages with where pycapnp is not installed."
+)
 _CODEC_DOC = (
     "One writer and one reader per struct of the schemas: `write_x(builder, value)` fills a Cap'n Proto builder, "
     "`read_x(reader)` makes the value. `codec` frames them."
@@ -40,12 +45,11 @@ def render() -> dict[Path, str]:
     """Every generated file and its text."""
     capnp.remove_import_hook()
     files: dict[Path, str] = {}
-    modules, declared = [], set()
+    modules, declared, loaded = [], set(), {}
     for schema_file, values_file, alias, extras in SCHEMAS:
         path = PROTOCOL / schema_file
-        model = SchemaModel(
-            capnp.load(str(path)), read_comments(path.read_text()), alias, values_file.removesuffix(".py")
-        )
+        loaded[alias] = capnp.load(str(path))
+        model = SchemaModel(loaded[alias], read_comments(path.read_text()), alias, values_file.removesuffix(".py"))
         module = model.build()
         declared |= model.structs
         modules.append(module)
@@ -55,4 +59,6 @@ def render() -> dict[Path, str]:
         raise ValueError(f"mapping: no struct {sorted(set(mapping.STRUCTS) - declared)} in the schemas")
     doc = f"{_CODEC_DOC}\n\n{_NOTE.format(schema='the schemas')}"
     files[PROTOCOL / "codec_structs.py"] = codec_module(modules, doc, list(codec_fields.__all__))
+    doc = f"{_LAYOUT_DOC}\n\n{_NOTE.format(schema='the schemas')}"
+    files[PROTOCOL / "capnp_layout.py"] = layout_module(loaded, doc)
     return files

@@ -50,9 +50,16 @@ logger = logging.getLogger(__name__)
 #: Ended actors whose reason is kept, to answer calls made to them after (each a short text).
 ENDED_KEPT = 1000
 
-#: A start task's result that means its processor or worker was lost, not that the actor ended (rule 2).
+#: A start task's result that means its processor or worker was lost (or could not fetch the constructor's input),
+#: not that the actor ended (rule 2).
 _LOSSES = frozenset(
-    {m.ResultStatus.PROCESSOR_DIED, m.ResultStatus.OUT_OF_MEMORY, m.ResultStatus.WORKER_DIED, m.ResultStatus.HOST_LOST}
+    {
+        m.ResultStatus.PROCESSOR_DIED,
+        m.ResultStatus.OUT_OF_MEMORY,
+        m.ResultStatus.WORKER_DIED,
+        m.ResultStatus.HOST_LOST,
+        m.ResultStatus.INPUT_UNREACHABLE,
+    }
 )
 #: The states of an actor asked to stop: calls to it are refused.
 _STOPPED = frozenset({"stopping", "stopped"})

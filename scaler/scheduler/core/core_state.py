@@ -63,7 +63,7 @@ class CoreState:
         """The workers a task can go to now, as clients are told (`workerCount`): a local cluster's start waits for
         all of them (`ray.init()`), and a map sizes its chunks by them. Counted once per beat of the clock, and again
         as soon as a worker or a processor's link comes or goes; a worker's room that changes between beats shows at
-        the next. Every client's heartbeat echo carries it: counted for each, 100 clients' heartbeats walked every
+        the next. Every client's heartbeat echo carries it: counted for each, 100 clients' heartbeats would walk every
         worker 50 times a second (6 ms a walk with 10,000 workers: 30% of a core)."""
         at = (self.beats, len(self.workers), len(self.processors))
         if at != self._ready_at:

@@ -69,8 +69,8 @@ class Beats:
 
     And each told whether the shell is behind on its reads, for at most READS_BEHIND_SECONDS in a row: a beat judges the
     scheduler's picture of its links, which lags by what waits unread. A client's 20,000 tasks sent to 10,000 workers
-    come back as 10,000 messages, read over a second or more; beats judged before them asked a fifth of the tasks back
-    from behind "long" tasks that had ended (benchmarks/notes/scale.md, part 6). A scheduler that stays behind longer
+    come back as 10,000 messages, read over a second or more; beats judged before them would ask a fifth of the tasks
+    back from behind "long" tasks that have ended. A scheduler that stays behind longer
     judges anyway: what is staged behind a task that truly runs long is not kept there while the reads never catch up.
     """
 

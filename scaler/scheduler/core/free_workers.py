@@ -8,7 +8,7 @@ of every worker.
 
 An entry is one int, the load above ORDER_BITS bits of join order, and the worker is found by its join order: an int
 is compared in one step where a tuple took two or three (with 10,000 workers the heap is 15 levels deep, about 30
-comparisons a placement: 2 us a task with tuples, benchmarks/notes/scale.md, part 7).
+comparisons a placement: 2 us a task with tuples).
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ processor protocol's table); this module feeds it and carries out what follows:
    touches no link. And a walk over them that finds no task stopped and no task timeout knows the earliest beat rule 3
    can be due on any link (`walk_after`: a task computing since T is long at T + STAGED_WAIT_SECONDS, and a task that
    starts later is long later): the beats before it skip the walk. Under a flow of short tasks the walk comes once
-   a second rather than on every beat (with 9,000 links holding tasks, the walk on every beat was 1.2 us a task;
-   benchmarks/notes/scale.md, part 8).
+   a second rather than on every beat (with 9,000 links holding tasks, a walk on every beat costs 1.2 us a
+   task).
 4. A link that closes and its agent's ProcessorExited end what the link held (processor_links.py rule 2) once both are
    known (the closing comes after everything the link sent), or EXIT_WAIT_SECONDS after the first.
 5. A hello naming tasks this instance does not know (from before a restart) holds them as its worker's; when their
@@ -162,11 +162,9 @@ class LinkSessions:
         processors the worker keeps may change (`keep_processors`). On the path of every task: `_end` inline."""
         worker = self._state.workers[link.worker]
         task_id = result.task_id
-        parked, hosting = link.parked, link.hosting
+        parked, hosting, long = link.parked, link.hosting, link.long
         link.end(task_id, self._state.now)
-        changed = link.parked != parked or link.hosting != hosting
-        if link.long:  # the long task ended: tasks may be staged there again
-            link.long, changed = False, True
+        changed = link.parked != parked or link.hosting != hosting or link.long != long
         if link.held:
             link.held.discard(task_id)
             link.held_parked.discard(task_id)
@@ -362,10 +360,11 @@ class LinkSessions:
     # ------------------------------------------------------------ helpers
 
     def _end(self, link: ProcessorLink, task_id: TaskID) -> bool:
-        """The processor answered for the task: its record ends it; True when the slots it offers changed."""
-        parked, hosting = link.parked, link.hosting
+        """The processor answered for the task: its record ends it; True when the slots it offers changed (a long
+        task that ended offers what the link stages again)."""
+        parked, hosting, long = link.parked, link.hosting, link.long
         link.end(task_id, self._state.now)
-        return link.parked != parked or link.hosting != hosting
+        return link.parked != parked or link.hosting != hosting or link.long != long
 
     def _ended(self, worker: WorkerRecord, result: m.TaskResult) -> None:
         """A task's result made here (its processor died, or it timed out): as if its processor had sent it."""

@@ -8,14 +8,14 @@ Rules:
 2. An idle scheduler of a bigger cluster (no task held, at least IDLE_FROM_HEARTBEATS heartbeats a second) is IDLE: a
    beat a second, and its socket left unread IDLE.read_pause_seconds after each burst of reads. What reaches it is
    heartbeats, each alone a wake-up of a process that slept, whose code and data had left the caches meanwhile (180 us
-   of a core where one read after another costs 14 us; a beat's wake-up, 100 to 400 us: benchmarks/notes/scale.md,
-   "Idle: part 3"). Paused, the heartbeats that came meanwhile are read in one wake-up and their echoes leave
+   of a core where one read after another costs 14 us; a beat's wake-up, 100 to 400 us on a 2-core virtual
+   machine). Paused, the heartbeats that came meanwhile are read in one wake-up and their echoes leave
    together; a beat a second saves three wake-ups a second. Measured at 1,000 idle workers (50 heartbeats a second,
    `python -m scale.threads`, run in turn): a beat four times a second and 100 ms pauses, 1.27% and 1.20% of a core
    (12 wake-ups a second of the main thread); a beat a second and 200 ms pauses, 0.85% and 0.85% (7 wake-ups).
    A cluster's heartbeats come at HEARTBEATS_PER_SECOND a second from 100 workers at the default 2 s on (beyond, the
    workers are given longer periods: heartbeat_period.py), so 100 idle workers cost what 1,000 do only when paced
-   alike (BUSY, 2.3% to 3% of a core; IDLE, 0.9%: benchmarks/notes/scale.md, part 7). IDLE_FROM_HEARTBEATS, half of
+   alike (BUSY, 2.3% to 3% of a core; IDLE, 0.9%; docs/guide/scale.md). IDLE_FROM_HEARTBEATS, half of
    that rate, is met from 50 workers on; a workstation's few dozen workers keep every message read as it comes.
 3. What IDLE costs: the first message after a quiet spell (a client's first task) waits up to
    IDLE.read_pause_seconds to be read; what is judged on a beat (a silence of at least the worker timeout, a

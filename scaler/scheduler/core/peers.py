@@ -118,12 +118,13 @@ class WorkerRecord:
     def restage(self) -> None:
         """Its links, what they hold or their depth changed, one computes long, or its tasks' run time moved. Parked
         tasks and hosted actors take no slot (`beside`). Each processor that stages and does not compute long may hold
-        `depth` tasks staged; the one task beyond its slots its hello counts (the prefetch) is not offered while one of
-        them computes long or its tasks compute STAGED_WAIT_SECONDS on average. Staged behind such a task, it would be
-        asked back STAGED_WAIT_SECONDS later (processor_links.py rule 3), so those tasks wait in the scheduler's queue
-        for the first processor to free, on any worker. (Two workers of one slot and four tasks of 2 s: both staged
-        ones were asked back, then both sent to the first link to return a result, one behind the other, and asked
-        back again a second later: the last one started 1 s late while the other worker was idle.)"""
+        `depth` tasks staged; the one task beyond its slots its hello counts (the prefetch, where its credit exceeds its
+        slots) is not offered while one of them computes long or its tasks compute STAGED_WAIT_SECONDS on average.
+        Staged behind such a task, it would be asked back STAGED_WAIT_SECONDS later (processor_links.py rule 3), so
+        those tasks wait in the scheduler's queue for the first processor to free, on any worker. (Two workers of one
+        slot and four tasks of 2 s: both staged ones were asked back, then both sent to the first link to return a
+        result, one behind the other, and asked back again a second later: the last one started 1 s late while the
+        other worker was idle.)"""
         beside = staging = long = 0
         stageable = False
         depth, per_parent = self.depth, self.processor_per_parent
@@ -136,9 +137,11 @@ class WorkerRecord:
                     long += 1
                 else:
                     staging += min(depth, link.max_staged)
-        computes_long = long > 0 or self.slow
+        # a credit of its slots or fewer (`per_worker_task_queue_size` at most its processors' count) counts no
+        # prefetch: withdrawing one there would take a task of its slots' credit, all of it for a worker of one task
+        has_prefetch = stageable and self.capacity > self.slots
         self.beside = beside
-        self.staging = staging - (1 if computes_long and stageable else 0)
+        self.staging = staging - (1 if (long > 0 or self.slow) and has_prefetch else 0)
 
     def link_for(self) -> ProcessorLink | None:
         """The link its next task goes to: among those with room (`_has_room`, inline: on the path of every task), the

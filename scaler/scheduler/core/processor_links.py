@@ -22,7 +22,8 @@ Rules of the record, beyond the table:
    A processor the scheduler had killed (`killing`) is blamed for nothing: the task it was killed for was answered
    (cancelled, or timed out), and the others it held were not to blame.
 3. A task that has computed `STAGED_WAIT_SECONDS` is long: what is staged behind it is asked back, once per long task
-   (`behind_long`), and the link is long until a result comes on it.
+   (`behind_long`), and the link is long until that task leaves the turn (it ends, however it ends, parks, or is
+   handed back): what the link stages, and its worker's prefetch, are offered again then.
 4. A task computing alone in its processor is stopped by killing the processor (`stops_by_kill`: code stuck in a C
    call would never see the exception a stop raises in its thread); one computing among parked tasks, a streaming
    task (it hears the cancel between two values) and one beside results being written are stopped in the processor
@@ -105,7 +106,8 @@ class ProcessorLink:
     waiting: list[TaskID] = field(default_factory=list)
     parked: int = 0  #: tasks parked on nested futures: each yields its slot
     busy_since: float = 0.0  #: since when the task it computes computes
-    #: the task it computes has computed STAGED_WAIT_SECONDS: what was staged behind it was asked back (rule 3)
+    #: the task it computes has computed STAGED_WAIT_SECONDS: what was staged behind it was asked back (rule 3); false
+    #: again once that task leaves the turn
     long: bool = False
     hosting: TaskID | None = None  #: the actor it hosts (its start task, built): it takes no other task
     #: an actor's start task held here (building the actor, or hosting it): nothing is sent behind it
@@ -171,7 +173,7 @@ class ProcessorLink:
                 following = waiting.pop(0)
                 self._start(following, self.tasks[following], now)
             else:
-                self.computing = None
+                self.computing, self.long = None, False
         else:
             self._leave(task_id, held, now)
         if self.actor_start == task_id:
@@ -264,7 +266,7 @@ class ProcessorLink:
                 fates.append((task_id, Fate.REQUEUED))
         self.tasks.clear()
         self.waiting.clear()
-        self.computing, self.parked, self.hosting, self.actor_start = None, 0, None, None
+        self.computing, self.parked, self.hosting, self.actor_start, self.long = None, 0, None, None, False
         return fates
 
     def behind_long(self, now: float) -> tuple[TaskID, ...] | None:
@@ -349,7 +351,7 @@ class ProcessorLink:
 
     def _start(self, task_id: TaskID, held: LinkTask, now: float) -> None:
         held.state = _COMPUTING
-        self.computing, self.busy_since = task_id, now
+        self.computing, self.busy_since, self.long = task_id, now, False
         if held.started_at is None:
             held.started_at = now
 
@@ -386,7 +388,7 @@ class ProcessorLink:
 
     def _pass_turn(self, task_id: TaskID, now: float) -> None:
         if self.computing == task_id:
-            self.computing = None
+            self.computing, self.long = None, False
             self._next_turn(now)
 
     def _next_turn(self, now: float) -> None:

@@ -191,8 +191,8 @@ class StoryBook:
     def freeze(self) -> None:
         """The task table emptied after a big queue: the finished stories kept become one object until next needed.
         Each was packed when its task ended, among the queue's memory, and once that memory is given back each pins
-        the pages around it: a 100,000-task drain kept 19% of its growth with them as they were, none without them
-        (benchmarks/drain_memory.py). One object of them all pins only its own."""
+        the pages around it: a 100,000-task drain keeps 19% of its growth with them packed one by one, none without
+        them (`benchmarks/drain_memory.py --stories 0`). One object of them all pins only its own."""
         if self._frozen is not None or not self._finished:
             return
         oldest = next((task_id for task_id in self._ended if task_id not in self._ended_again), None)

@@ -46,6 +46,12 @@ logger = logging.getLogger(__name__)
 NOT_DISPATCHED = frozenset({TaskState.WAITING, TaskState.QUEUED})
 
 
+#: The lifecycle event of a worker's result, by its status (any other: RESULT).
+_RESULT_EVENTS = {
+    ResultStatus.OUT_OF_MEMORY: TaskEvent.OUT_OF_MEMORY,
+    ResultStatus.INPUT_UNREACHABLE: TaskEvent.INPUT_UNREACHABLE,
+}
+
 #: Clients whose submit cause is kept for sharing (`submit`); past it the cache starts again.
 MAX_SHARED_CAUSES = 4096
 #: The story's cause of a task's first few dispatches, one object each for every task: a cause made per dispatch was a
@@ -97,6 +103,7 @@ class TaskLifecycle:
             Outcome.FAIL_UNRUNNABLE: lambda record, details: self._fail_unrunnable(
                 record, _detail(details, "reason", str)
             ),
+            Outcome.REFETCH: lambda record, details: self._refetch(record, _detail(details, "result", TaskResult)),
         }
 
     # ------------------------------------------------------------ entry points
@@ -159,8 +166,7 @@ class TaskLifecycle:
         if result.status is ResultStatus.HOST_LOST:  # a proxy's remote machine was lost: as if its worker died
             self.apply(result.task_id, TaskEvent.WORKER_LOST, reason=result.error_message or "its host was lost")
             return
-        event = TaskEvent.OUT_OF_MEMORY if result.status is ResultStatus.OUT_OF_MEMORY else TaskEvent.RESULT
-        self._apply(record, event, {"result": result})
+        self._apply(record, _RESULT_EVENTS.get(result.status, TaskEvent.RESULT), {"result": result})
 
     def cancel_confirmed_by(self, worker: PeerID, confirm: TaskCancelConfirm) -> None:
         record = self._tasks.get(confirm.task_id)
@@ -438,6 +444,22 @@ class TaskLifecycle:
             self._cause = f"retry budget spent ({self._max_task_retries}): {reason}"
             self._end(record, TaskResult(record.task_id, ResultStatus.WORKER_DIED, error_message=text))
             return
+        retry = f"retry {record.attempts} of {self._max_task_retries}: {reason}"
+        self._tasks.set_state(record, TaskState.QUEUED, self.now, retry)
+        self._tasks.queue.push(record)
+
+    def _refetch(self, record: TaskRecord, result: TaskResult) -> None:
+        """Its input could not be fetched (task_state rule 6): queued again as if its worker died, within the same
+        retry budget; past it, the worker's result ends it (it names the input and why)."""
+        reason = result.error_message or "an input could not be fetched"
+        if record.attempts > self._max_task_retries:
+            text = (f"the task's input could not be fetched {record.attempts} time(s), more than the retry budget of "
+                    f"{self._max_task_retries}; last: {reason}")  # fmt: skip
+            self._cause = f"retry budget spent ({self._max_task_retries}): {reason}"
+            self._finish(record, replace(result, error_message=text))
+            return
+        self._tasks.stories.ran(record.task_id, record.worker or b"", record.attempts, result)
+        self._release_worker(record)
         retry = f"retry {record.attempts} of {self._max_task_retries}: {reason}"
         self._tasks.set_state(record, TaskState.QUEUED, self.now, retry)
         self._tasks.queue.push(record)

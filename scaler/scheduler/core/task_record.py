@@ -7,7 +7,7 @@ Rules:
   `task_of` makes the Task a worker is sent, which the shell writes as the frame its client wrote (task_frames.py).
 - Its dispatches (how many, on which link, since when) are slots of its own: every task that runs has them, and an
   object of their own would be one more for the collector to walk per task in flight (with 10,000 workers holding
-  20,000 tasks, about 0.4 us a task: benchmarks/notes/scale.md, part 7). What few tasks ever have (a retry's history,
+  20,000 tasks, about 0.4 us a task). What few tasks ever have (a retry's history,
   a client gone, a memory floor, a cancel waiting for a give-back) lives in its `Extras`, made when one is first set,
   read and written as the record's own attributes: a queued task has eleven slots (120 bytes).
 - A queued task's story has no entry of its own in the story book until it moves: its opening is the record's.

@@ -15,6 +15,9 @@ Rules:
 5. A QUEUED task nothing can run (no worker with its capabilities, no manager declaring them, for the grace
    period: core/unserved_work.py) ends with NoWorkerError naming them (UNRUNNABLE); in any other state the event
    is stale.
+6. A task whose input could not be fetched (INPUT_UNREACHABLE: storage silent or unreachable) did not run: it goes
+   back to the queue as if its worker had died, spending the same retry budget (REFETCH); past it, it ends with
+   that result, which names the input and why.
 
 States:
 - WAITING: a graph node whose dependencies have not all succeeded yet. Not dispatchable.
@@ -52,6 +55,8 @@ class TaskEvent(enum.Enum):
     #: nothing can run it: no worker has its capabilities, no manager declares them, past the grace period
     #: (core/unserved_work.py)
     UNRUNNABLE = "unrunnable"
+    #: the current worker's result: an input could not be fetched from object storage (not the task's fault)
+    INPUT_UNREACHABLE = "input_unreachable"
 
 
 class Outcome(enum.Enum):
@@ -74,6 +79,9 @@ class Outcome(enum.Enum):
     RETRY_BIGGER = "retry_bigger"
     #: end with NoWorkerError naming what no worker offers (the event's reason)
     FAIL_UNRUNNABLE = "fail_unrunnable"
+    #: back to QUEUED (attempt counted), as REDISPATCH, or past the budget end with the worker's INPUT_UNREACHABLE
+    #: result, which names the input and why
+    REFETCH = "refetch"
 
 
 S, E, Do = TaskState, TaskEvent, Outcome
@@ -89,6 +97,7 @@ TRANSITIONS: dict[tuple[TaskState, TaskEvent], Outcome] = {
     (S.WAITING, E.DEPENDENCY_FAILED): Do.FAIL_FROM_DEPENDENCY,
     (S.WAITING, E.OUT_OF_MEMORY): Do.IGNORE,
     (S.WAITING, E.UNRUNNABLE): Do.IGNORE,  # not queued: judged once it is
+    (S.WAITING, E.INPUT_UNREACHABLE): Do.IGNORE,
     (S.QUEUED, E.READY): Do.IGNORE,
     (S.QUEUED, E.DISPATCH): Do.ASSIGN,
     (S.QUEUED, E.RESULT): Do.IGNORE,
@@ -99,6 +108,7 @@ TRANSITIONS: dict[tuple[TaskState, TaskEvent], Outcome] = {
     (S.QUEUED, E.DEPENDENCY_FAILED): Do.FAIL_FROM_DEPENDENCY,
     (S.QUEUED, E.OUT_OF_MEMORY): Do.IGNORE,
     (S.QUEUED, E.UNRUNNABLE): Do.FAIL_UNRUNNABLE,
+    (S.QUEUED, E.INPUT_UNREACHABLE): Do.IGNORE,
     (S.DISPATCHED, E.READY): Do.IGNORE,
     (S.DISPATCHED, E.DISPATCH): Do.IGNORE,
     (S.DISPATCHED, E.RESULT): Do.FINISH,
@@ -109,6 +119,7 @@ TRANSITIONS: dict[tuple[TaskState, TaskEvent], Outcome] = {
     (S.DISPATCHED, E.DEPENDENCY_FAILED): Do.IGNORE,  # its dependencies had all succeeded
     (S.DISPATCHED, E.OUT_OF_MEMORY): Do.RETRY_BIGGER,
     (S.DISPATCHED, E.UNRUNNABLE): Do.IGNORE,  # a worker runs it after all
+    (S.DISPATCHED, E.INPUT_UNREACHABLE): Do.REFETCH,
     (S.CANCELING, E.READY): Do.IGNORE,
     (S.CANCELING, E.DISPATCH): Do.IGNORE,
     (S.CANCELING, E.RESULT): Do.FINISH,  # the result won the race: the client gets it, cancel() is False
@@ -119,6 +130,7 @@ TRANSITIONS: dict[tuple[TaskState, TaskEvent], Outcome] = {
     (S.CANCELING, E.DEPENDENCY_FAILED): Do.IGNORE,
     (S.CANCELING, E.OUT_OF_MEMORY): Do.FINISH,  # the result won the race, as for RESULT
     (S.CANCELING, E.UNRUNNABLE): Do.IGNORE,
+    (S.CANCELING, E.INPUT_UNREACHABLE): Do.END_CANCELED,  # it did not run: the cancel wins
 }
 
 

@@ -1,4 +1,5 @@
-"""Queued work that nothing can run is said within seconds, and failed when it never can (#38; ray#18835).
+"""Queued work that nothing can run is said within seconds, and failed when it never can (Ray's users ask the same:
+ray#18835).
 
 Rules:
 1. A queue key (a capability set) with queued tasks is *unserved* when no connected worker can run its tasks and

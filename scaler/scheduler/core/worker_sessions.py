@@ -71,7 +71,9 @@ class WorkerSessions:
 
     def on_capacity(self, peer: PeerID, capacity: m.WorkerCapacity) -> None:
         """The worker changes how many tasks it accepts at once (beyond those staged, parked or hosting an actor)."""
-        self._state.workers[peer].capacity = max(1, capacity.capacity)
+        worker = self._state.workers[peer]
+        worker.capacity = max(1, capacity.capacity)
+        worker.restage()  # whether its credit counts a prefetch may have changed
         self._state.emit(RoomAt(peer))
 
     def on_leaving(self, peer: PeerID, leaving: m.WorkerLeaving) -> None:

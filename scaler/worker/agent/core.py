@@ -11,6 +11,9 @@ reaches its processor on the processor's own link to the scheduler, and everythi
    that host an actor, or keep a waiting parent with nested_parents "process", serve no slot); a processor that
    ends is replaced. A processor is configured (HelloReply: where object storage is) once it is ready and the worker is
    registered, and again each time the worker registers again: it then says hello on its own link.
+7. Where its processors reach object storage is found once (`route_storage`: the shell asks `RouteStorage` with the
+   storage's address, and answers `StorageRouted`: the storage server itself on its host, elsewhere the host's cache
+   of it, docs/architecture.md "One copy per host"); processors are configured only once it is known.
 3. It kills a processor when the scheduler asks (ProcessorKill: its task was cancelled or timed out, a stopped task
    did not unwind, or it is not needed), and all of them when the worker stops.
 4. Every processor that ends is reported (ProcessorExited): how it ended, whether it died for memory (the worker's
@@ -58,10 +61,12 @@ from scaler.worker.agent.events import (
     KillProcessor,
     LeaveRequested,
     ProcessorDied,
+    RouteStorage,
     SayHello,
     SchedulerDisconnected,
     SendWorkerHeartbeat,
     SpawnProcessor,
+    StorageRouted,
     ToProcessor,
     ToScheduler,
 )
@@ -86,10 +91,12 @@ __all__ = [  # the events and effects are part of the core's interface
     "ProcessorDied",
     "ProcessorRecord",
     "ProcessorState",
+    "RouteStorage",
     "SayHello",
     "SchedulerDisconnected",
     "SendWorkerHeartbeat",
     "SpawnProcessor",
+    "StorageRouted",
     "ToProcessor",
     "ToScheduler",
 ]
@@ -108,7 +115,11 @@ class AgentCore:
         self.effects: list[Effect] = []
         self.pool = ProcessorPool(settings.slots, processor_prefix)
         self.processors = self.pool.processors
-        self._storage_address = settings.object_storage_address
+        self._storage_address = settings.object_storage_address  #: what the scheduler says, or the override
+        #: where processors reach storage, and the CURVE key of the server there when not the servers' (rule 7);
+        #: None: not known yet
+        self._route: tuple[str, str] | None = None
+        self._routing = False  #: RouteStorage asked, StorageRouted not yet heard
         self.link = SchedulerLink(
             LinkSettings(
                 address=settings.scheduler_address,
@@ -152,6 +163,8 @@ class AgentCore:
                 self._leave(event.reason)
             elif isinstance(event, SchedulerDisconnected):
                 self._follow_link(self.link.on_disconnected(self.now))
+            elif isinstance(event, StorageRouted):
+                self._on_routed(event)
         if not self._leaving:
             for _ in range(self.pool.to_start()):
                 self.effects.append(SpawnProcessor(self.pool.add()))
@@ -216,9 +229,25 @@ class AgentCore:
             self._draining = False  # a scheduler that forgot it (restarted) is told again (rule 6)
         if not self._storage_address:
             self._storage_address = registered.reply.object_storage_address
+        if not self.settings.route_storage:
+            self._route = (self._storage_address, "")
+        elif self._route is None:
+            if not self._routing and self._storage_address:
+                self._routing = True
+                self.effects.append(RouteStorage(self._storage_address))
+            return  # configured once routed (rule 7)
         for processor in self.processors.values():
             if processor.state is _READY:
                 self._configure(processor)
+
+    def _on_routed(self, routed: StorageRouted) -> None:
+        """Rule 7: processors reach storage there from now on."""
+        self._routing = False
+        self._route = (routed.address, routed.server_key)
+        if self.link.is_registered:
+            for processor in self.processors.values():
+                if processor.state is _READY:
+                    self._configure(processor)
 
     # ------------------------------------------------------------ processors
 
@@ -229,7 +258,7 @@ class AgentCore:
         processor.pid = message.pid
         processor.state = _READY
         self.pool.started()
-        if self.link.is_registered:
+        if self.link.is_registered and self._route is not None:
             self._configure(processor)
 
     def _on_exit(self, died: ProcessorDied) -> None:
@@ -257,7 +286,9 @@ class AgentCore:
             self._exit(EXIT_ERROR, f"processors failed to start {failures} times; last: {description}")
 
     def _configure(self, processor: ProcessorRecord) -> None:
-        reply = m.HelloReply(True, object_storage_address=self._storage_address)
+        assert self._route is not None
+        address, server_key = self._route
+        reply = m.HelloReply(True, object_storage_address=address, object_storage_server_key=server_key)
         self.effects.append(ToProcessor(processor.processor_id, reply))
 
     def _kill(self, processor_id: bytes, reason: str) -> None:

@@ -55,7 +55,19 @@ class SchedulerDisconnected:
     now: float
 
 
-Event = AgentTick | FromScheduler | FromProcessor | ProcessorDied | LeaveRequested | SchedulerDisconnected
+@dataclass(frozen=True, slots=True)
+class StorageRouted:
+    """Where the processors reach object storage (rule 7 of the core): the storage server, or the host's cache of it,
+    with the CURVE key of the server there when it is not the servers' own ("": theirs)."""
+
+    address: str
+    server_key: str
+    now: float
+
+
+Event = (
+    AgentTick | FromScheduler | FromProcessor | ProcessorDied | LeaveRequested | SchedulerDisconnected | StorageRouted
+)
 
 
 # ---------------------------------------------------------------- effects
@@ -102,7 +114,16 @@ class Exit:
     reason: str
 
 
-Effect = ToScheduler | SayHello | SendWorkerHeartbeat | ToProcessor | SpawnProcessor | KillProcessor | Exit
+@dataclass(frozen=True, slots=True)
+class RouteStorage:
+    """Find where the processors reach the object storage at this address (rule 7): answered by StorageRouted."""
+
+    storage_address: str
+
+
+Effect = (
+    ToScheduler | SayHello | SendWorkerHeartbeat | ToProcessor | SpawnProcessor | KillProcessor | Exit | RouteStorage
+)
 
 #: Exit codes of a worker process (the table is `scaler.protocol.exit_codes.ExitCode`).
 EXIT_OK = ExitCode.OK

@@ -15,6 +15,8 @@ class AgentSettings:
     scheduler_lost_grace_seconds: float = 60.0  #: 0: only the death timeout ends a worker whose scheduler left
     task_timeout_seconds: float = 0.0  #: 0: no limit (the scheduler enforces it: its hello says it)
     object_storage_address: str = ""  #: override; empty: what the scheduler says
+    #: the shell finds where processors reach storage (RouteStorage: the host's cache off the storage's host)
+    route_storage: bool = False
     has_preload: bool = False
     #: a waiting parent keeps its processor (nested_parents "process"; its hello says so): the scheduler wants another
     processor_per_parent: bool = False

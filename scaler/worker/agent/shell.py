@@ -32,12 +32,15 @@ from scaler.worker.computing_mark import computing_task, read_mark
 from scaler.worker.executors.contract import Executor
 from scaler.worker.executors.hosted_link import HostedLink
 from scaler.worker.memory import MemoryWatch, charged_bytes, find_memory_limit
+from scaler.worker.storage_route import StorageRoute
 
 logger = logging.getLogger(__name__)
 
 TICK_SECONDS = 0.1
 #: How often the computing processors' memory is sampled (for their task's peak), in ticks.
 MEMORY_SAMPLE_TICKS = 5
+#: How often the host's cache the processors use is checked (it is found again when it is gone), in ticks.
+CACHE_CHECK_TICKS = 10
 #: After asking to leave, how long to wait for the scheduler's acknowledgement.
 LEAVE_TIMEOUT_SECONDS = 3.0
 
@@ -54,10 +57,13 @@ class WorkerAgent:
         clock: Clock = REAL_CLOCK,
         handle_signals: bool = True,
         marks_directory: str = "",
+        route_storage: Callable[[str], StorageRoute] | None = None,
     ) -> None:
         """`handle_signals`: SIGINT and SIGTERM make the worker leave (off where the process is not the worker's:
         several agents simulated in one loop). `marks_directory`: where processors mark the task they compute
-        (worker/computing_mark.py), read when one ends; "": no marks (processors that are no processes)."""
+        (worker/computing_mark.py), read when one ends; "": no marks (processors that are no processes).
+        `route_storage(address)`: where the processors reach that storage (worker/storage_route.py), found on a thread
+        when the core asks (RouteStorage)."""
         self._core = agent_core
         self._worker_id = worker_id
         self._scheduler_address = scheduler_address
@@ -73,6 +79,10 @@ class WorkerAgent:
         self._done: asyncio.Future[int] | None = None
         self.exit_reason = ""
         self._refusal_said = False
+        self._route_storage = route_storage
+        self._route: StorageRoute | None = None  #: held while the worker lives (its use of the host's cache)
+        self._routing: asyncio.Future[None] | None = None  #: finding the route (core rule 7)
+        self._storage_address = ""  #: the storage the route leads to
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
@@ -100,6 +110,8 @@ class WorkerAgent:
             self._monitor.close()
             self._upstream.close()
             self._sockets.close()
+            if self._route is not None and self._route.cache is not None:
+                self._route.cache.release()
 
     # ------------------------------------------------------------ inbound
 
@@ -169,6 +181,8 @@ class WorkerAgent:
             ticks += 1
             if ticks % MEMORY_SAMPLE_TICKS == 0:
                 self._sample_memory(computing_only=True)
+            if ticks % CACHE_CHECK_TICKS == 0:
+                self._check_cache()
 
     def _sample_memory(self, computing_only: bool) -> dict[bytes, float]:
         """Sample the processors' memory (only those computing, by their mark, between heartbeats); their cpu
@@ -209,7 +223,36 @@ class WorkerAgent:
                 self._executor.kill(effect.processor_id, effect.reason)
             elif isinstance(effect, core.Exit):
                 self._finish(effect.code, effect.reason)
+            elif isinstance(effect, core.RouteStorage):
+                self._storage_address = effect.storage_address
+                self._routing = asyncio.ensure_future(self._find_route(effect.storage_address))
         self._executor.flush()
+
+    def _check_cache(self) -> None:
+        """The host's cache that the processors use is gone (killed): the route is found again (another cache started),
+        and the processors configured with it (core rule 7)."""
+        route, routing = self._route, self._routing
+        if route is None or route.cache is None or (routing is not None and not routing.done()):
+            return
+        if not route.cache.is_alive():
+            logger.warning("the host cache at %s is gone: finding this host's route to object storage again",
+                           route.address)  # fmt: skip
+            self._routing = asyncio.ensure_future(self._find_route(self._storage_address))
+
+    async def _find_route(self, storage_address: str) -> None:
+        """Rule 7 of the core: where the processors reach storage, found on a thread (it may start the host's cache)."""
+        if self._route_storage is None:
+            route = StorageRoute(storage_address)
+        else:
+            try:
+                route = await asyncio.get_running_loop().run_in_executor(None, self._route_storage, storage_address)
+            except Exception:
+                logger.exception("finding this host's route to object storage failed: processors read from it directly")
+                route = StorageRoute(storage_address)
+        if self._route is not None and self._route.cache is not None:
+            self._route.cache.release()
+        self._route = route
+        self._feed(core.StorageRouted(route.address, route.server_key, self._now()))
 
     def _finish(self, code: int, reason: str) -> None:
         if self._done is not None and not self._done.done():

@@ -14,6 +14,7 @@ import gc
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from scaler.payload import processor_context
 from scaler.protocol import messages as m
 from scaler.protocol.exit_codes import ExitCode
 from scaler.protocol.handshake import local_python_version
+from scaler.security.curve import CurveSecurity
 from scaler.worker.computing_mark import ComputingMark
 from scaler.worker.preload import run_preload
 from scaler.worker.processor import heap, joblib_name
@@ -52,13 +54,16 @@ class ProcessorSettings:
 
 
 class _Storage:
-    """Opens the object storage connection on first use, once the agent said where storage is."""
+    """Opens the object storage connection on first use, once the agent said where storage is: the storage server, or
+    the host's cache of it (host_cache/), whose CURVE key the agent names too."""
 
     def __init__(self, sockets: SocketFactory, timeout_seconds: float) -> None:
         self._sockets = sockets
         self._timeout_seconds = timeout_seconds
         self.address = ""
+        self.server_key = ""  #: the CURVE public key of the server at `address` when not the servers' own
         self._connection: Any = None
+        self._own_sockets: SocketFactory | None = None  #: secured with `server_key`, made for the cache
         #: called on a writer's thread each time the writes readers follow are all finished (followed_put.py)
         self.on_settled: Callable[[], None] | None = None
 
@@ -68,12 +73,32 @@ class _Storage:
 
             if not self.address:
                 raise RuntimeError("object storage address unknown: the worker has not heard from the scheduler")
+            sockets, timeout = self._sockets_for_server(), self._timeout_seconds
             connection = ObjectStorageConnection(
-                self.address, role="processor", sockets=self._sockets, timeout_seconds=self._timeout_seconds
+                self.address, role="processor", sockets=sockets, timeout_seconds=timeout
             )
             connection.on_followed_settled = self.on_settled
             self._connection = connection
         return self._connection
+
+    def _sockets_for_server(self) -> SocketFactory:
+        security = self._sockets.security
+        if not self.server_key or not isinstance(security, CurveSecurity):
+            return self._sockets
+        own = CurveSecurity(security.public, security.secret, self.server_key.encode())
+        self._own_sockets = SocketFactory(security=own)
+        return self._own_sockets
+
+    def configure(self, address: str, server_key: str) -> bool:
+        """Where storage is. True when it was known and is another place now (the host's cache was replaced): the
+        connection there is closed, and the next request opens one at the new place."""
+        moved = bool(self.address) and (address, server_key) != (self.address, self.server_key)
+        self.address, self.server_key = address, server_key
+        if moved:  # closed on a thread: a task may hold the old connection's lock until its request fails
+            connection, sockets = self._connection, self._own_sockets
+            self._connection = self._own_sockets = None
+            threading.Thread(target=_close_all, args=(connection, sockets), daemon=True).start()
+        return moved
 
     def writing(self) -> bool:
         """Whether results this processor began writing while readers follow them are not stored yet."""
@@ -83,6 +108,15 @@ class _Storage:
     def close(self) -> None:
         if self._connection is not None:
             self._connection.close()
+        if self._own_sockets is not None:
+            self._own_sockets.close()
+
+
+def _close_all(connection: Any, sockets: SocketFactory | None) -> None:
+    if connection is not None:
+        connection.close()
+    if sockets is not None:
+        sockets.close()
 
 
 def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_socket: socket.socket) -> int:
@@ -104,9 +138,12 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
     outlet = _outlet(settings, processor_id, sockets, storage.writing, hold=mark is not None)
     storage.on_settled = outlet.settled
     garbage = _GarbageCollection(settings.garbage_collect_interval_seconds, settings.trim_memory_threshold_bytes)
+    context = processor_context.ProcessorContext(settings.scheduler_address, security=settings.security)
 
-    def configure(address: str) -> None:
-        storage.address = address
+    def configure(address: str, server_key: str) -> None:
+        context.object_storage_address = address
+        if storage.configure(address, server_key):
+            return  # the route to storage changed (the host's cache was replaced): the link stays as it is
         outlet.configure()
 
     def housekeeping() -> None:
@@ -130,9 +167,8 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
         stream_host=threads,
         actor_host=threads,
     )
-    processor_context.install(
-        processor_context.ProcessorContext(settings.scheduler_address, security=settings.security, threads=threads)
-    )
+    context.threads = threads
+    processor_context.install(context)
     channel.send(m.ProcessorReady(os.getpid()))
     try:
         threads.run()

@@ -138,9 +138,11 @@ class GiveBack:
 
 @dataclass(frozen=True, slots=True)
 class Configure:
-    """The agent says where object storage is (HelloReply)."""
+    """The agent says where object storage is (HelloReply): its address, and the CURVE public key of the server there
+    when it is not the servers' own (the host's cache: host_cache/place.py)."""
 
     object_storage_address: str
+    object_storage_server_key: str = ""
 
 
 Instruction = Run[R] | Answer | Refuse | Interrupt[R] | Wake[R] | CancelNested[R] | Credited[R] | GiveBack | Configure
@@ -194,7 +196,7 @@ class TaskLine(Generic[R]):
             elif isinstance(message, m.StreamCredit):
                 self._credit(message.task_id, message.up_to)
             elif isinstance(message, m.HelloReply):
-                self.instructions.append(Configure(message.object_storage_address))
+                self.instructions.append(Configure(message.object_storage_address, message.object_storage_server_key))
 
     def _await_turn(self, record: R) -> None:
         """A task received waits for the turn in priority order: ahead of the staged tasks of a lower priority (the

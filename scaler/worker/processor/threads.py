@@ -110,8 +110,9 @@ class TaskThreads:
 
     `outlet` is the processor's link to the scheduler: its tasks come there and everything about them leaves there
     (outlet.py); `channel` is its agent's: its configuration comes there, and its closing ends the processor;
-    `execute(task)` runs one task and returns its result; `on_hello(address)` takes the object storage address and
-    configures the link (called under the lock: it must not call back); `housekeeping()` is called after every read
+    `execute(task)` runs one task and returns its result; `on_hello(address, server_key)` takes the object storage
+    address (and the CURVE key of the server there, when not the servers') and configures the link (called under the
+    lock: it must not call back); `housekeeping()` is called after every read
     by the baton's holder, after every task, and at least every `housekeeping_seconds` (garbage collection)."""
 
     def __init__(
@@ -119,7 +120,7 @@ class TaskThreads:
         channel: BlockingChannel,
         outlet: ProcessorOutlet,
         execute: Callable[[m.Task], m.TaskResult],
-        on_hello: Callable[[str], None],
+        on_hello: Callable[[str, str], None],
         housekeeping: Callable[[], None],
         housekeeping_seconds: float,
         worker_id: bytes = b"",
@@ -397,7 +398,7 @@ class TaskThreads:
             elif isinstance(instruction, GiveBack):
                 self.send(m.TaskReturn(instruction.task_ids))
             elif isinstance(instruction, Configure):
-                self._on_hello(instruction.object_storage_address)
+                self._on_hello(instruction.object_storage_address, instruction.object_storage_server_key)
         instructions.clear()
         return later
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,10 +55,10 @@ def connection_of(settings: KubernetesWorkerManagerConfig) -> Connection:
             path = Path(settings.k8s_kubeconfig).expanduser()
             if not path.is_file():
                 raise KubeError(f"--k8s-kubeconfig {settings.k8s_kubeconfig}: no such file")
-            kubeconfig = KubeConfig.from_file(path)
+            kubeconfig = read_kubeconfig(path)
             where = f"kubeconfig {path}"
         else:
-            kubeconfig = KubeConfig.from_env()
+            kubeconfig = _kubeconfig_of_the_environment()
             where = "the pod's service account" if kubeconfig.fname is None else f"kubeconfig {kubeconfig.fname}"
         single = kubeconfig.get(context_name=settings.k8s_context) if settings.k8s_context else kubeconfig.get()
     except ConfigError as error:
@@ -71,6 +72,41 @@ def connection_of(settings: KubernetesWorkerManagerConfig) -> Connection:
         where += f", context {settings.k8s_context}"
     namespace = settings.k8s_namespace or single.namespace or "default"
     return Connection(single, namespace, where)
+
+
+def read_kubeconfig(path: Path) -> KubeConfig:
+    """The kubeconfig at `path`; KubeError naming the file, what is wrong with it and what to do, when it is not YAML
+    or not a kubeconfig (lightkube raises PyYAML's errors, and a bare KeyError for a missing section)."""
+    import yaml  # type: ignore[import-untyped]  # a dependency of lightkube; its stubs are not installed
+
+    fix = "give the kubeconfig kubectl uses (`kubectl config view --raw > FILE` writes it)"
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None) or type(error).__name__
+        raise KubeError(f"--k8s-kubeconfig {path}: not YAML{at} ({problem}): {fix}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise KubeError(f"--k8s-kubeconfig {path}: cannot be read ({error}): {fix}") from None
+    missing = [key for key in ("clusters", "contexts") if not isinstance(data, dict) or not data.get(key)]
+    if missing:
+        raise KubeError(f"--k8s-kubeconfig {path}: not a kubeconfig (it has no {' and no '.join(missing)}): {fix}")
+    return KubeConfig.from_dict(data, fname=path)
+
+
+def _kubeconfig_of_the_environment() -> KubeConfig:
+    """As kubectl finds it: the pod's service account inside a cluster, else $KUBECONFIG or ~/.kube/config."""
+    try:
+        return KubeConfig.from_service_account()
+    except ConfigError:
+        pass
+    path = Path(os.environ.get("KUBECONFIG") or "~/.kube/config").expanduser()
+    if not path.is_file():
+        raise KubeError(
+            f"--k8s-kubeconfig: none given, not in a pod, and no {path} ($KUBECONFIG or ~/.kube/config): name one"
+        )
+    return read_kubeconfig(path)
 
 
 def new_client(connection: Connection) -> AsyncClient:

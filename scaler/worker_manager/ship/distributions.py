@@ -19,6 +19,9 @@ from pathlib import Path
 DISTRIBUTION_NAME = "scaler-compute"
 #: Installed by every virtual environment and never shipped: the unit's own copies serve.
 TOOLING = frozenset({"pip", "setuptools", "wheel", "distribute", "pkg-resources"})
+#: The rehearsals of this package (the `fake-cloud` and `fake-kubernetes` extras install them): they run beside the
+#: managers, never on a unit, and no package index has them while the package is not published.
+REHEARSALS = frozenset({"scaler-rehearsal"})
 
 
 @dataclass(frozen=True, slots=True)

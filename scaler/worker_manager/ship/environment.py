@@ -3,10 +3,10 @@
 `environment` (a setting of the cloud managers) says what:
 
 - `sync` (the default): this build of scaler, and the environment the manager runs in (the laptop's): every
-  distribution installed here, public ones pinned to their version (`name==version`, installed from the package
-  index), local ones (editable, path or VCS installs) as wheels made here; plus the explicit requirements, if
-  any; minus `environment_exclude`. The modules of the client's working directory travel with its tasks instead
-  (the client pickles them by value; docs/guide/bursting.md).
+  distribution installed here but the tools and scaler's rehearsals, public ones pinned to their version
+  (`name==version`, installed from the package index), local ones (editable, path or VCS installs) as wheels made
+  here; plus the explicit requirements, if any; minus `environment_exclude`. The modules of the client's working
+  directory travel with its tasks instead (the client pickles them by value; docs/guide/bursting.md).
 - `requirements`: this build of scaler and the explicit requirements only (names, pins, `name @ URL`, local
   wheel files).
 - `image`: nothing; the image (or AMI) has scaler and everything the tasks import.
@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scaler.worker_manager.ship.distributions import (
+    REHEARSALS,
     TOOLING,
     Installed,
     canonical_name,
@@ -156,9 +157,10 @@ def _this_scaler(
 
 
 def _synced(exclude_text: str, build: Installed, installed: Sequence[Installed]) -> list[Installed]:
-    """What `sync` ships: every installed distribution but this build, the tools and the excluded ones."""
+    """What `sync` ships: every installed distribution but this build, the tools, the rehearsals and the excluded
+    ones."""
     excluded = {canonical_name(name) for name in exclude_text.replace(";", ",").split(",") if name.strip()}
-    return [item for item in installed if item.key not in excluded | TOOLING and item.key != build.key]
+    return [item for item in installed if item.key not in excluded | TOOLING | REHEARSALS and item.key != build.key]
 
 
 def check_environment(environment: UnitEnvironment, index: IndexCheck) -> list[str]:

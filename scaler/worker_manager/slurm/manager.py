@@ -5,7 +5,9 @@ found, a controller that does not answer, an unknown partition, a time limit Slu
 partition allows (its jobs would wait forever on PartitionTimeLimit), one that leaves the worker no time before
 its drain, an interpreter that does not exist, an output folder that cannot be made, and a job script sbatch
 refuses (`sbatch --test-only`: an unknown account or QOS, more CPUs, memory or GPUs than the partition's nodes
-have, a bad extra directive). `slurm_dry_run` prints the job script after those checks and exits 0.
+have, a bad extra directive). `slurm_dry_run` prints the job script after those checks and exits 0, on standard
+output alone (`> job.sh`), its refusals on standard error; without Slurm's commands or a controller that answers (a
+laptop, a controller down) it prints the script all the same, the checks that need Slurm said to be skipped.
 """
 
 from __future__ import annotations
@@ -56,11 +58,20 @@ class StartProblem(Exception):
     """Why the manager cannot start, in one line."""
 
 
+class SlurmUnreachable(StartProblem):
+    """Slurm's commands are not there, or its controller does not answer: a dry run goes on without them."""
+
+
+#: What a dry run without Slurm does not check (the checks that ask Slurm).
+UNCHECKED = "the partition, the time limit against it, and sbatch --test-only (account, QOS, resources)"
+
+
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    commands: SlurmCommands
+    commands: SlurmCommands | None  #: None: a dry run without Slurm (`unchecked` says why)
     request: JobRequest
     warnings: tuple[str, ...] = ()  #: logged when the manager runs; comments of the dry run's output
+    unchecked: str | None = None  #: why a dry run did not ask Slurm
 
 
 def run(config: WorkerManagerSettings) -> int:
@@ -68,15 +79,14 @@ def run(config: WorkerManagerSettings) -> int:
     try:
         prepared = prepare(config)
     except StartProblem as problem:
-        logger.error("%s", problem)
+        if config.slurm_dry_run:  # standard output is the script's (`> job.sh`): the refusal goes to the terminal
+            print(f"scaler_worker_manager slurm: {problem}", file=sys.stderr, flush=True)
+        else:
+            logger.error("%s", problem)
         return EXIT_CONFIGURATION
-    script = job_script(prepared.request)
-    if config.slurm_dry_run:  # the script alone on standard output (`> job.sh`), what it would warn of as comments
-        sys.stdout.write(script)
-        sys.stdout.write(f"# checked with sbatch --test-only; nothing submitted ({prepared.request.job_name})\n")
-        sys.stdout.writelines(f"# warning: {warning}\n" for warning in prepared.warnings)
-        sys.stdout.flush()
-        return ExitCode.OK
+    if config.slurm_dry_run:
+        return _dry_run(prepared)
+    assert prepared.commands is not None
     for warning in prepared.warnings:
         logger.warning("%s", warning)
     logger.info(
@@ -87,6 +97,21 @@ def run(config: WorkerManagerSettings) -> int:
     drain = config.lifetime_drain_seconds + LEAVE_BEFORE_LIMIT_SECONDS if prepared.request.time_limit_seconds else 0.0
     backend = SlurmBackend(prepared.commands, prepared.request, drain, config.slurm_poll_seconds)
     return run_manager(config, backend)
+
+
+def _dry_run(prepared: Prepared) -> int:
+    """The script alone on standard output (`> job.sh`), what was checked and what it would warn of as comments;
+    the checks skipped said on standard error too."""
+    sys.stdout.write(job_script(prepared.request))
+    if prepared.unchecked is None:
+        sys.stdout.write(f"# checked with sbatch --test-only; nothing submitted ({prepared.request.job_name})\n")
+    else:
+        skipped = f"not checked with Slurm ({prepared.unchecked}): {UNCHECKED} skipped"
+        sys.stdout.write(f"# {skipped}; nothing submitted ({prepared.request.job_name})\n")
+        print(f"scaler_worker_manager slurm: {skipped}", file=sys.stderr, flush=True)
+    sys.stdout.writelines(f"# warning: {warning}\n" for warning in prepared.warnings)
+    sys.stdout.flush()
+    return ExitCode.OK
 
 
 def prepare(config: SlurmWorkerManagerConfig) -> Prepared:
@@ -107,12 +132,21 @@ def prepare(config: SlurmWorkerManagerConfig) -> Prepared:
         given_limit = time_limit_seconds(config.slurm_time_limit) if config.slurm_time_limit.strip() else None
     except ValueError as error:
         raise StartProblem(f"slurm_time_limit: {error}") from None
+    warnings = _workers_address_warnings(config.worker_scheduler_address or config.scheduler_address)
+    commands: SlurmCommands | None = None
+    partition: Partition | None = None
+    unchecked: str | None = None
     try:
         commands = SlurmCommands.find(config.slurm_commands_folder)
-    except SlurmError as error:
-        raise StartProblem(str(error)) from None
-    warnings = _workers_address_warnings(config.worker_scheduler_address or config.scheduler_address)
-    partition = _partition(commands, config.slurm_partition)
+        partition = _partition(commands, config.slurm_partition)
+    except SlurmError as error:  # the commands are not there
+        if not config.slurm_dry_run:
+            raise StartProblem(str(error)) from None
+        commands, unchecked = None, str(error)
+    except SlurmUnreachable as error:
+        if not config.slurm_dry_run:
+            raise
+        commands, unchecked = None, str(error)
     limit = _time_limit(config, partition, given_limit)
     request = JobRequest(
         job_name=job_name_of(config.worker_manager_id),
@@ -130,8 +164,9 @@ def prepare(config: SlurmWorkerManagerConfig) -> Prepared:
         extra_directives=config.slurm_extra_directives,
         prologue=config.slurm_job_prologue,
     )
-    _test_only(commands, request)
-    return Prepared(commands, request, warnings)
+    if commands is not None:
+        _test_only(commands, request)
+    return Prepared(commands, request, warnings, unchecked)
 
 
 def _workers_address_warnings(address: str) -> tuple[str, ...]:
@@ -158,7 +193,7 @@ def _partition(commands: SlurmCommands, name: str) -> Partition:
     try:
         partitions = parse_sinfo(commands.run_now("sinfo", "--noheader", "--Node", f"--format={SINFO_FORMAT}"))
     except SlurmError as error:
-        raise StartProblem(f"the Slurm controller did not answer sinfo: {error}") from None
+        raise SlurmUnreachable(f"the Slurm controller did not answer sinfo: {error}") from None
     except SlurmFormatError as error:
         raise StartProblem(str(error)) from None
     if name:
@@ -174,15 +209,17 @@ def _partition(commands: SlurmCommands, name: str) -> Partition:
     return default[0]
 
 
-def _time_limit(config: SlurmWorkerManagerConfig, partition: Partition, given: int | None) -> int | None:
-    """The jobs' time limit in seconds (None: unlimited), checked against the partition's and the drain."""
-    max_time = partition.max_time_seconds
+def _time_limit(config: SlurmWorkerManagerConfig, partition: Partition | None, given: int | None) -> int | None:
+    """The jobs' time limit in seconds (None: unlimited), checked against the partition's (when Slurm told it) and
+    the drain."""
+    max_time = partition.max_time_seconds if partition is not None else None
     if given is not None and max_time is not None and given > max_time:
+        assert partition is not None
         raise StartProblem(
             f"slurm_time_limit {config.slurm_time_limit!r} is longer than partition {partition.name}'s limit of "
             f"{max_time // 60} minute(s): its jobs would wait forever (PartitionTimeLimit)"
         )
-    limit = given if given is not None else partition.job_time_seconds
+    limit = given if given is not None else (partition.job_time_seconds if partition is not None else None)
     if limit is not None and limit - LEAVE_BEFORE_LIMIT_SECONDS <= config.lifetime_drain_seconds:
         where = f"slurm_time_limit {config.slurm_time_limit!r}" if given is not None else "the partition's time limit"
         raise StartProblem(

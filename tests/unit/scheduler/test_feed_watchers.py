@@ -8,7 +8,7 @@ from scaler.protocol.feed import SCALING_TOPIC, STATUS_TOPIC, TASKS_TOPIC
 from scaler.scheduler.core.effects import Publish
 from scaler.scheduler.core.events import Watchers
 from scaler.scheduler.core.scheduler_core import CoreSettings
-from scaler.testing.simulation import PYTHON, SimulatedCluster, task
+from scaler_rehearsal.testing.simulation import PYTHON, SimulatedCluster, task
 
 
 def published(effects: list[object], kind: type) -> list[object]:

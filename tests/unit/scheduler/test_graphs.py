@@ -5,7 +5,7 @@ from __future__ import annotations
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, GraphID, TaskID
 from scaler.scheduler.core.effects import DeleteObjects
-from scaler.testing.simulation import FakeClient, SimulatedCluster
+from scaler_rehearsal.testing.simulation import FakeClient, SimulatedCluster
 
 GRAPH = GraphID(b"g" * 16)
 

@@ -17,7 +17,7 @@ from scaler.scheduler.core.effects import Send
 from scaler.scheduler.core.events import Tick
 from scaler.scheduler.core.processor_links import ProcessorLink
 from scaler.scheduler.core.scheduler_core import CoreSettings
-from scaler.testing.simulation import PYTHON, SimulatedCluster, task
+from scaler_rehearsal.testing.simulation import PYTHON, SimulatedCluster, task
 
 #: A task timeout on the workers: a tick then looks at every link it watches (a link with no rule that could be due on
 #: it, no task timeout among them, is passed over with a glance at its fields).

@@ -14,7 +14,7 @@ import pytest
 from scaler.policy.content import Allocation
 from scaler.protocol.ids import TaskID
 from scaler.scheduler.core.scheduler_core import CoreSettings
-from scaler.testing.simulation import PYTHON, SimulatedCluster, task
+from scaler_rehearsal.testing.simulation import PYTHON, SimulatedCluster, task
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -10,7 +10,7 @@ from scaler.scheduler.core.effects import DeleteObjects, DeleteOwnerObjects, Sen
 from scaler.scheduler.core.events import PeerLost
 from scaler.scheduler.core.jobs import JobTable
 from scaler.scheduler.core.scheduler_core import CoreSettings
-from scaler.testing.simulation import PYTHON, FakeClient, SimulatedCluster, hello, task
+from scaler_rehearsal.testing.simulation import PYTHON, FakeClient, SimulatedCluster, hello, task
 
 
 def replies(sim: SimulatedCluster, peer: bytes) -> list[m.JobReply]:

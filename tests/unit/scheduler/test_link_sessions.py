@@ -16,7 +16,7 @@ from scaler.scheduler.core.events import PeerLost, Tick
 from scaler.scheduler.core.link_sessions import EXIT_WAIT_SECONDS
 from scaler.scheduler.core.peers import WorkerRecord
 from scaler.scheduler.core.processor_links import STOP_GRACE_SECONDS
-from scaler.testing.simulation import FakeClient, FakeWorker, SimulatedCluster, hello, success, task
+from scaler_rehearsal.testing.simulation import FakeClient, FakeWorker, SimulatedCluster, hello, success, task
 
 
 def sent_to(sim: SimulatedCluster, peer: bytes, kind: type) -> list:  # type: ignore[type-arg]
@@ -291,6 +291,43 @@ def test_tasks_staged_behind_a_long_task_are_asked_back_once_and_the_link_gets_n
     assert not sent_to(sim, link, m.TaskReturn) and not sent_to(sim, link, m.Task), "asked once; no more sent"
     sim.finish(worker, computing)
     assert tasks_on(sim, link) == staged, "its result ends the long episode"
+    sim.check_invariants()
+
+
+def long_with_tasks_asked_back(stream_credit: int = 0) -> tuple[SimulatedCluster, FakeClient, FakeWorker, m.Task]:
+    """A worker of one slot whose tasks are tiny so far; a first task (streaming with `stream_credit`) computes long
+    with two tasks staged behind it, which were asked back and given back (they wait in the queue)."""
+    sim, client, worker = one_worker(capacity=2)
+    sim.core.workers[worker.peer].learn(0.0001)
+    first = replace(task(client.peer, 1), stream_credit=stream_credit)
+    behind = [task(client.peer, n) for n in (2, 3)]
+    sim.submit(client, [first, *behind])
+    sim.advance(1.25)
+    assert sent_to(sim, worker.link, m.TaskReturn) == [m.TaskReturn(tuple(t.task_id for t in behind))]
+    assert worker.held == [first.task_id], "given back unstarted"
+    sim.effects.clear()
+    return sim, client, worker, first
+
+
+def test_a_long_task_that_parks_gives_its_link_back_what_it_stages() -> None:
+    """processor_links.py rule 3: the link is long while its long task holds the turn; once it parks, the tasks asked
+    back from behind it are sent there again, the one computing and the other staged behind it. Checked to fail with
+    `long` left set until a result comes on the link (one was sent, the other waited in the queue)."""
+    sim, client, worker, parent = long_with_tasks_asked_back()
+    sim.send(worker.link, m.ProcessorBlocked(parent.task_id))
+    assert tasks_on(sim, worker.link) == [task(client.peer, n).task_id for n in (2, 3)]
+    sim.check_invariants()
+
+
+def test_a_long_streaming_task_cancelled_gives_its_link_back_what_it_stages() -> None:
+    """The same once the long task's cancel is answered (a streaming task is stopped in its processor, which confirms).
+    Checked to fail with `long` left set (one was sent, the other waited), and with `_end` not reporting the change
+    (the same: the worker's credit was not counted again)."""
+    sim, client, worker, streaming = long_with_tasks_asked_back(stream_credit=4)
+    sim.cancel(client, [streaming.task_id])
+    assert sent_to(sim, worker.link, m.TaskCancel) == [m.TaskCancel((streaming.task_id,))]
+    assert client.answers[streaming.task_id] == [("cancelled", "canceled")]
+    assert tasks_on(sim, worker.link) == [task(client.peer, n).task_id for n in (2, 3)]
     sim.check_invariants()
 
 

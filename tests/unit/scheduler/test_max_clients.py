@@ -22,7 +22,7 @@ from scaler.protocol import messages as m
 from scaler.scheduler.core.effects import Send
 from scaler.scheduler.core.scheduler_core import CoreSettings
 from scaler.scheduler.process import core_settings_of
-from scaler.testing.simulation import PYTHON, SimulatedCluster, hello
+from scaler_rehearsal.testing.simulation import PYTHON, SimulatedCluster, hello
 
 ADDRESS = "tcp://127.0.0.1:8516"
 

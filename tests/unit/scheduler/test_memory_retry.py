@@ -19,7 +19,7 @@ from scaler.protocol.ids import TaskID
 from scaler.scheduler.core.effects import Send
 from scaler.scheduler.core.scheduler_core import CoreSettings
 from scaler.scheduler.scaling_hook import make_scaling_hook
-from scaler.testing.simulation import PYTHON, FakeWorker, SimulatedCluster, hello, task
+from scaler_rehearsal.testing.simulation import PYTHON, FakeWorker, SimulatedCluster, hello, task
 
 MiB = 1 << 20
 OOM = m.ResultStatus.OUT_OF_MEMORY

@@ -7,7 +7,7 @@ from __future__ import annotations
 from scaler.scheduler.core.events import READS_BEHIND_SECONDS, Beats
 from scaler.scheduler.core.pace import BUSY, IDLE, IDLE_FROM_HEARTBEATS, LATE_BEAT_SECONDS
 from scaler.scheduler.core.scheduler_core import CoreSettings
-from scaler.testing.simulation import PYTHON, SimulatedCluster, task
+from scaler_rehearsal.testing.simulation import PYTHON, SimulatedCluster, task
 
 
 def test_an_idle_scheduler_of_a_big_cluster_beats_once_a_second_and_pauses_its_reads() -> None:

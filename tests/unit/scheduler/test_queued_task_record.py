@@ -12,7 +12,7 @@ from scaler.protocol.ids import ClientID, GraphID, TaskID
 from scaler.scheduler.core.effects import Send
 from scaler.scheduler.core.events import Received
 from scaler.scheduler.core.task_record import TaskRecord, task_of
-from scaler.testing.simulation import SimulatedCluster, task
+from scaler_rehearsal.testing.simulation import SimulatedCluster, task
 
 
 def tid(number: int) -> TaskID:

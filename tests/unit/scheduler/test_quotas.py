@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from scaler.policy.decision import ScalingMemory
 from scaler.policy.scaling.work import WorkScaling
 from scaler.policy.snapshot import (
@@ -18,7 +20,7 @@ from scaler.policy.snapshot import (
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID
 from scaler.scheduler.core.quotas import RUNNING_TASKS, WORKERS, ClientQuota, held_back, reason_words
-from scaler.testing.simulation import SimulatedCluster, hello, task
+from scaler_rehearsal.testing.simulation import SimulatedCluster, hello, task
 
 A, B = ClientID(b"Client|a"), ClientID(b"Client|b")
 GPU = (("gpu", -1),)
@@ -97,3 +99,31 @@ def test_held_back_tasks_leave_the_per_function_counts_the_duration_policies_rea
     cut = fewer_queued(group, 5)
     assert cut.queued == 5 and [f.queued for f in cut.functions] == [3, 1]  # 4 of the 9 known, f's remainder first
     assert fewer_queued(group, 10) is group and [f.queued for f in fewer_queued(group, 0).functions] == [0, 0]
+
+
+@pytest.mark.parametrize("ending", ["result", "error", "cancel", "processor death", "worker loss"])
+def test_a_client_at_a_quota_of_one_starts_its_next_task_however_its_running_one_leaves(ending: str) -> None:
+    """Issue 73's shape: a bound that counts down must count back up on every way out. A task of a client at a quota
+    of one leaves its worker (it ends, fails, is cancelled, its processor or its worker dies): one of its tasks is at a
+    worker again. Checked to fail with `quota_freed` not called from `TaskTable._move` (result, error, cancel,
+    processor death: the tasks set aside over the quota stayed aside); a lost worker's task is queued again itself,
+    which brings none back."""
+    sim = SimulatedCluster()
+    client = sim.add_client("capped", max_running_tasks=1)
+    workers = [sim.add_worker(f"w{n}", capacity=2) for n in range(2)]
+    sim.submit(client, [task(client.peer, n) for n in range(1, 4)])
+    (worker,) = [w for w in workers if w.held]
+    (running,) = worker.held
+    if ending == "result":
+        sim.finish(worker)
+    elif ending == "error":
+        sim.finish(worker, status=m.ResultStatus.FAILED)
+    elif ending == "cancel":
+        sim.cancel(client, [running])
+    elif ending == "processor death":
+        sim.processor_died(worker, sim.link_of(running))
+    else:
+        sim.kill(worker)
+    held = [t for w in workers if w.alive for t in w.held]
+    assert len(held) == 1, f"after a {ending}, the client has {len(held)} task(s) at workers"
+    sim.check_invariants()

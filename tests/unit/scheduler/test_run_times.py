@@ -9,7 +9,7 @@ from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, TaskID
 from scaler.scheduler.core.run_times import RunTimeBook
 from scaler.scheduler.core.scheduler_core import CoreSettings
-from scaler.testing.simulation import PYTHON, SimulatedCluster
+from scaler_rehearsal.testing.simulation import PYTHON, SimulatedCluster
 
 GPU = (("gpu", -1),)
 

@@ -16,7 +16,7 @@ from scaler.scheduler.core.follow_ups import FollowUp
 from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
 from scaler.scheduler.core.task_state import TRANSITIONS, Outcome, TaskEvent, TaskState
 from scaler.scheduler.core.task_table import TRANSITIONS_PER_PUBLICATION
-from scaler.testing.simulation import PYTHON, SimulatedCluster, hello, task
+from scaler_rehearsal.testing.simulation import PYTHON, SimulatedCluster, hello, task
 
 
 def sent_to(effects: list, peer: bytes, kind: type) -> list:  # type: ignore[type-arg]

@@ -7,7 +7,7 @@ from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
 from scaler.protocol.messages import PRIORITY_DEPTH_BITS
 from scaler.scheduler.core.effects import Send
-from scaler.testing.simulation import SimulatedCluster, task
+from scaler_rehearsal.testing.simulation import SimulatedCluster, task
 
 
 def tid(number: int) -> TaskID:

@@ -10,7 +10,7 @@ from scaler.protocol.ids import ClientID, GraphID, PeerID, TaskID
 from scaler.scheduler.core.graphs import GraphRegistry
 from scaler.scheduler.core.reattachment import Reattachment
 from scaler.scheduler.core.shrink_rule import MIN_PEAK, SHRINK_FACTOR, ShrinkRule, rebuild
-from scaler.testing.simulation import SimulatedCluster, task
+from scaler_rehearsal.testing.simulation import SimulatedCluster, task
 
 
 def tid(number: int) -> TaskID:

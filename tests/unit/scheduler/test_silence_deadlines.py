@@ -12,7 +12,7 @@ from scaler.scheduler.core.effects import Send
 from scaler.scheduler.core.events import Tick
 from scaler.scheduler.core.scheduler_core import CoreSettings
 from scaler.scheduler.core.silence import SeenOf, SilenceDeadlines
-from scaler.testing.simulation import PYTHON, SimulatedCluster, task
+from scaler_rehearsal.testing.simulation import PYTHON, SimulatedCluster, task
 
 
 def peer(number: int) -> PeerID:

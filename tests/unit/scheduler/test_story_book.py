@@ -11,7 +11,7 @@ from scaler.protocol.ids import TaskID
 from scaler.scheduler.core.scheduler_core import CoreSettings
 from scaler.scheduler.core.story_book import ENTRIES_PER_TASK, SPANS_PER_KEY, StoryBook
 from scaler.scheduler.core.task_state import TaskState
-from scaler.testing.simulation import PYTHON, SimulatedCluster, success, task
+from scaler_rehearsal.testing.simulation import PYTHON, SimulatedCluster, success, task
 
 
 def tid(number: int) -> TaskID:

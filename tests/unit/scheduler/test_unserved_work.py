@@ -21,7 +21,7 @@ from scaler.protocol.ids import TaskID
 from scaler.scheduler.core.effects import Send
 from scaler.scheduler.core.scheduler_core import CoreSettings
 from scaler.scheduler.core.unserved_work import warning_text
-from scaler.testing.simulation import PYTHON, FakeClient, SimulatedCluster, hello, task
+from scaler_rehearsal.testing.simulation import PYTHON, FakeClient, SimulatedCluster, hello, task
 
 GPU = parse_capabilities("gpu")
 

@@ -9,7 +9,7 @@ from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, PeerID, TaskID
 from scaler.scheduler.core.events import Received, Tick
 from scaler.scheduler.core.scheduler_core import CoreSettings
-from scaler.testing.simulation import PYTHON, SimulatedCluster, hello, task
+from scaler_rehearsal.testing.simulation import PYTHON, SimulatedCluster, hello, task
 
 CAPABILITY = CoreSettings("s", "o", PYTHON, allocate=Allocation.CAPABILITY)
 

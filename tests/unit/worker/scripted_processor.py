@@ -183,7 +183,7 @@ def main(channel_fd: int, folder: str, quiet_link: bool) -> None:
     tasks = ScriptedTasks(folder)
     outlet = QuietLinkOutlet(channel, folder) if quiet_link else ChannelOutlet(channel)
     housekeeping_seconds = 3600.0 if quiet_link else 0.2
-    tasks.threads = TaskThreads(channel, outlet, tasks.execute, lambda _: None, lambda: None, housekeeping_seconds)
+    tasks.threads = TaskThreads(channel, outlet, tasks.execute, lambda _, __: None, lambda: None, housekeeping_seconds)
     tasks.threads.run()
 
 

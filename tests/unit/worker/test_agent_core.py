@@ -239,3 +239,29 @@ def test_a_draining_worker_tells_a_scheduler_that_forgot_it_again() -> None:
     connect(agent, 77.0)  # registered again with a restarted scheduler
     (drain,) = to_scheduler(agent.handle(core.AgentTick(78.0)), m.WorkerLeaving)
     assert drain.drain_seconds == pytest.approx(22.0)
+
+
+def test_processors_are_configured_with_the_route_to_storage_once_it_is_found() -> None:
+    """Rule 7: with `route_storage`, the storage's address is routed once (the host's cache off its host); processors
+    are configured with the route, and a new registration reuses it. Off (no route_storage): the scheduler's address."""
+    agent, effects = make(slots=2, route_storage=True)
+    first, second = spawned(effects)
+    ready(agent, first)
+    effects = connect(agent)
+    assert [e for e in effects if isinstance(e, core.RouteStorage)] == [core.RouteStorage("tcp://s:2")]
+    assert configured(effects) == [], "not before the route is known"
+    effects = agent.handle(core.StorageRouted("tcp://cache:9", "KEY", 0.1))
+    assert [(e.processor_id, e.message.object_storage_address, e.message.object_storage_server_key)
+            for e in effects if isinstance(e, core.ToProcessor)] == [(first, "tcp://cache:9", "KEY")]  # fmt: skip
+    assert configured(ready(agent, second)) == [second]
+    agent.handle(core.FromScheduler(FORGOTTEN, 1.0))
+    effects = connect(agent, 1.1)
+    assert not [e for e in effects if isinstance(e, core.RouteStorage)], "routed once"
+    assert sorted(configured(effects)) == sorted([first, second])
+    agent, effects = make(slots=1)
+    (only,) = spawned(effects)
+    ready(agent, only)
+    effects = connect(agent)
+    (reply,) = [e.message for e in effects if isinstance(e, core.ToProcessor)]
+    assert isinstance(reply, m.HelloReply) and reply.object_storage_address == "tcp://s:2"
+    assert not [e for e in effects if isinstance(e, core.RouteStorage)]

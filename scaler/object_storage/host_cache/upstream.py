@@ -1,0 +1,344 @@
+"""A host cache's work against its upstream storage server (cache_rules.py's `Fetch`, `Upload`, `Check`), carried out
+on threads, each with a connection of its own, and reported back to the server's event loop.
+
+A fetch first asks the upstream where to fetch the object from (`source`, host_ledger.py): another host's cache, with
+the digests of the object's pieces, or the upstream itself. From another host's cache each piece is checked against
+its digest as it comes; a piece that does not match, a source that cannot be reached (no connection within the
+storage client's connect deadline), dies, does not answer within the storage timeout or does not have the object
+sends the fetch back to the upstream for another source (the failed
+one named to it: it names it to nobody again), said once per source in the log; after MAX_SOURCES, or when the
+upstream names none, the object comes from the upstream itself. Either way it is read with getInParts
+(`ObjectStorageConnection.read_in_parts`) straight into a file written for adoption in the cache's segment directory
+(the one copy of the fetch: from the socket into shared memory), telling the service when the file is begun (the
+header names the frames: readers follow it from then on, another host's cache among them), how far it is written,
+and when it is whole (then adopted). An object under SEGMENT_FROM_BYTES is put into the store instead.
+An upload puts the frames the shell took from the store; a check asks `exists`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import mmap
+import os
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from scaler.errors import IncompatiblePeerError, MissingObjects, ObjectStorageException, ObjectStorageFullError
+from scaler.io.sockets import TransportSecurity
+from scaler.object_storage.connection import ObjectInParts, ObjectStorageConnection
+from scaler.object_storage.host_cache.cache_rules import Check, Fetch
+from scaler.object_storage.segment_files import PUT_SUFFIX, layout, remove_file
+from scaler.object_storage.spill_files import file_stem
+from scaler.object_storage.store import SEGMENT_FROM_BYTES
+from scaler.protocol.ids import ObjectID
+from scaler.protocol.storage_messages import (
+    WIRE_PIECE_BYTES,
+    ObjectSource,
+    SourceRequest,
+    StorageStatus,
+    piece_digest,
+    wire_pieces,
+)
+from scaler.security.curve import CurveSecurity
+
+logger = logging.getLogger(__name__)
+
+#: How many fetches, uploads and checks run at once (each thread has its own upstream connection).
+UPSTREAM_THREADS = 4
+#: A fetch tells the service how far it got at least every this many bytes (its followers get the pieces written).
+PROGRESS_BYTES = 4 << 20
+#: How many other hosts' caches one fetch tries before it reads the object from the upstream.
+MAX_SOURCES = 2
+
+_numbers = itertools.count(1)
+
+
+class PieceMismatch(ObjectStorageException):
+    """A piece another host's cache sent does not match its digest."""
+
+
+@dataclass(frozen=True, slots=True)
+class UploadJob:
+    """An upload with what it puts: the frames as stored here (held until the upstream answered)."""
+
+    object_id: bytes
+    generation: int
+    owner_id: bytes
+    name: str
+    frames: Sequence[Any]
+
+
+Job = Fetch | UploadJob | Check
+
+
+class UpstreamReports(Protocol):
+    """What the server's shell is told, on its event loop's thread (host_cache/glue.py)."""
+
+    def fetch_begun(self, object_id: bytes, file_name: str, frame_bytes: tuple[int, ...]) -> bool: ...
+
+    def fetch_progress(self, object_id: bytes, written: int) -> None: ...
+
+    def fetch_whole(self, object_id: bytes, file_name: str, total: int) -> None: ...
+
+    def fetch_small(self, object_id: bytes, frames: list[bytes]) -> None: ...
+
+    def fetch_failed(self, object_id: bytes, reason: str) -> None: ...
+
+    def uploaded(self, object_id: bytes, generation: int, status: StorageStatus, reason: str) -> None: ...
+
+    def checked(self, object_id: bytes, exists: bool | None, reason: str) -> None: ...
+
+
+class Upstream:
+    """The threads that carry out the upstream work. `on_loop(call)` runs a report on the event loop's thread and
+    returns its result."""
+
+    def __init__(
+        self,
+        address: str,
+        segment_directory: str,
+        reports: UpstreamReports,
+        on_loop: Callable[[Callable[[], Any]], Any],
+        security: TransportSecurity | None = None,
+        timeout_seconds: float = 60.0,
+        threads: int = UPSTREAM_THREADS,
+        own_address: str = "",
+    ) -> None:
+        """`own_address`: where other hosts' caches reach this one (its hello upstream says so, and it asks for
+        sources); "": it asks for none."""
+        self.address = address
+        self._directory = segment_directory
+        self._reports = reports
+        self._on_loop = on_loop
+        self._security = security
+        self._timeout_seconds = timeout_seconds
+        self._own_address = own_address
+        self._said: set[str] = set()  #: sources whose failure was logged (once each)
+        self._jobs: queue.Queue[Job | None] = queue.Queue()
+        self._threads = [
+            threading.Thread(target=self._run, name=f"scaler-cache-upstream-{n}", daemon=True) for n in range(threads)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, job: Job) -> None:
+        self._jobs.put(job)
+
+    def close(self) -> None:
+        for _ in self._threads:
+            self._jobs.put(None)
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+    def _run(self) -> None:
+        connection = ObjectStorageConnection(
+            self.address, role="cache", timeout_seconds=self._timeout_seconds, security=self._security,
+            map_local=False, cache_address=self._own_address,
+        )  # fmt: skip
+        peers: dict[str, ObjectStorageConnection] = {}
+        try:
+            while (job := self._jobs.get()) is not None:
+                try:
+                    self._carry_out(connection, peers, job)
+                except Exception as error:  # a job that fails unexpectedly fails alone: whoever waits is told
+                    logger.exception("host cache: %s failed", job)
+                    why = repr(error)
+                    self._on_loop(lambda job=job, why=why: self._failed(job, why))  # type: ignore[misc]
+        finally:
+            connection.close()
+            for peer in peers.values():
+                peer.close()
+
+    def _failed(self, job: Job, why: str) -> None:
+        reason = f"the host cache failed: {why}"
+        if isinstance(job, Fetch):
+            self._reports.fetch_failed(job.object_id, reason)
+        elif isinstance(job, UploadJob):
+            self._reports.uploaded(job.object_id, job.generation, StorageStatus.BAD_REQUEST, reason)
+        else:
+            self._reports.checked(job.object_id, None, reason)
+
+    def _carry_out(
+        self, connection: ObjectStorageConnection, peers: dict[str, ObjectStorageConnection], job: Job
+    ) -> None:
+        if isinstance(job, Fetch):
+            self._fetch(connection, peers, job.object_id)
+        elif isinstance(job, UploadJob):
+            status, reason = _upload(connection, job)
+            self._on_loop(lambda: self._reports.uploaded(job.object_id, job.generation, status, reason))
+        else:
+            exists: bool | None
+            try:
+                exists, reason = connection.exists(job.object_id), ""
+            except ObjectStorageException as error:
+                exists, reason = None, f"the upstream storage could not be asked: {error}"
+            self._on_loop(lambda: self._reports.checked(job.object_id, exists, reason))
+
+    def _fetch(
+        self, connection: ObjectStorageConnection, peers: dict[str, ObjectStorageConnection], object_id: bytes
+    ) -> None:
+        if self._from_another_host(connection, peers, object_id):
+            return
+        try:
+            connection.read_in_parts(object_id, lambda source: self._copy(object_id, source))
+        except MissingObjects as error:
+            missing = str(error)
+            self._on_loop(lambda: self._reports.fetch_failed(object_id, missing))
+        except (ObjectStorageException, OSError) as error:
+            reason = f"reading it from the upstream storage at {self.address} failed: {error}"
+            logger.warning("object %s: %s", object_id.hex(), reason)
+            self._on_loop(lambda: self._reports.fetch_failed(object_id, reason))
+
+    def _from_another_host(
+        self, connection: ObjectStorageConnection, peers: dict[str, ObjectStorageConnection], object_id: bytes
+    ) -> bool:
+        """Fetch the object from the caches of other hosts the upstream names; False when none gave it."""
+        failed = ""
+        for _ in range(MAX_SOURCES if self._own_address else 0):
+            try:
+                source = connection.call(SourceRequest(ObjectID(object_id), failed)).reply.value
+            except ObjectStorageException:
+                return False  # the upstream's own read says what is wrong
+            if not isinstance(source, ObjectSource) or not source.address:
+                return False
+            digests = source.piece_digests
+            try:
+                peer = peers.get(source.address) or peers.setdefault(source.address, self._peer(source.address))
+                peer.read_in_parts(object_id, lambda parts: self._copy(object_id, parts, digests))  # noqa: B023
+                return True
+            except (ObjectStorageException, OSError) as error:
+                self._source_failed(object_id, source.address, error)
+                failed = source.address
+                peers.pop(source.address).close()
+        return False
+
+    def _peer(self, address: str) -> ObjectStorageConnection:
+        """A connection to another host's cache, with the workers' keys (it serves with their pair)."""
+        security = self._security
+        if isinstance(security, CurveSecurity):
+            security = CurveSecurity(security.public, security.secret, security.public)
+        return ObjectStorageConnection(
+            address, role="cache", timeout_seconds=self._timeout_seconds, security=security, map_local=False
+        )
+
+    def _source_failed(self, object_id: bytes, address: str, error: BaseException) -> None:
+        if address not in self._said:
+            self._said.add(address)
+            logger.warning(
+                "object %s: fetching it from the host cache at %s failed (%s): fetching it elsewhere (said once for "
+                "that cache)", object_id.hex(), address, error,
+            )  # fmt: skip
+        else:
+            logger.info("object %s: fetching it from the host cache at %s failed (%s)", object_id.hex(), address, error)
+
+    def _copy(self, object_id: bytes, source: ObjectInParts, digests: Sequence[bytes] = ()) -> None:
+        """Consume one answer (called again when the answer started over): into memory when small, else into a file
+        of the segment directory, which readers follow as it is written and which is then adopted. With `digests`
+        (another host's cache sends it), each piece is checked against its digest as it comes."""
+        frame_bytes = tuple(source.frame_bytes)
+        total = sum(frame_bytes)
+        check = _Check(digests, frame_bytes) if digests else None
+        if total < SEGMENT_FROM_BYTES:
+            frames = [_read_exactly(source, length) for length in frame_bytes]
+            if check is not None:
+                check.frames(frames)
+            self._on_loop(lambda: self._reports.fetch_small(object_id, frames))
+            return
+        file_name = f"{file_stem(object_id)}.fetch{os.getpid()}-{next(_numbers)}{PUT_SUFFIX}"
+        path = os.path.join(self._directory, file_name)
+        head_bytes, head = layout(object_id, b"", "", frame_bytes)
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.ftruncate(descriptor, head.file_bytes)
+            os.pwrite(descriptor, head_bytes, 0)
+            if not self._on_loop(lambda: self._reports.fetch_begun(object_id, file_name, frame_bytes)):
+                remove_file(path)  # stored meanwhile, or being written by another: the service answered its readers
+                return
+            with mmap.mmap(descriptor, head.file_bytes) as mapped:
+                self._fill(object_id, source, memoryview(mapped), head.frames, check)
+        except BaseException:
+            remove_file(path)
+            raise
+        finally:
+            os.close(descriptor)
+        self._on_loop(lambda: self._reports.fetch_whole(object_id, file_name, total))
+
+    def _fill(
+        self,
+        object_id: bytes,
+        source: ObjectInParts,
+        view: memoryview,
+        frames: Sequence[tuple[int, int]],
+        check: _Check | None,
+    ) -> None:
+        """Read the frames into their places in the file, piece by piece (each checked, with `check`)."""
+        written = reported = 0
+        piece = view[0:0]
+        try:
+            for offset, length in frames:
+                for start in range(0, length, WIRE_PIECE_BYTES) if length else (0,):
+                    piece.release()
+                    piece = view[offset + start : offset + min(length, start + WIRE_PIECE_BYTES)]
+                    _read_into(source, piece)
+                    if check is not None:
+                        check.piece(piece)
+                    written += len(piece)
+                    if written - reported >= PROGRESS_BYTES:
+                        reported = written
+                        self._on_loop(lambda at=written: self._reports.fetch_progress(object_id, at))  # type: ignore[misc]
+        finally:
+            piece.release()  # no view of the map outlives this (an exception's frame would keep it otherwise)
+            view.release()
+
+
+class _Check:
+    """The digests of an object's pieces, checked in order as the pieces come (PieceMismatch at the first wrong one)."""
+
+    def __init__(self, digests: Sequence[bytes], frame_bytes: Sequence[int]) -> None:
+        expected = sum(max(1, -(-length // WIRE_PIECE_BYTES)) for length in frame_bytes)
+        if len(digests) != expected:
+            raise PieceMismatch(f"the source named {len(digests)} piece digests for an object of {expected} pieces")
+        self._digests = list(digests)
+        self._index = 0
+
+    def piece(self, data: Any) -> None:
+        if piece_digest(data) != self._digests[self._index]:
+            raise PieceMismatch(f"piece {self._index} of the object does not match its digest")
+        self._index += 1
+
+    def frames(self, frames: Sequence[bytes]) -> None:
+        for piece in wire_pieces(frames):
+            self.piece(piece)
+
+
+def _read_into(source: ObjectInParts, view: memoryview) -> None:
+    done = 0
+    while done < len(view):
+        count = source.readinto(view[done:])
+        if count == 0:
+            raise ObjectStorageException("the source sent a truncated object")
+        done += count
+
+
+def _read_exactly(source: ObjectInParts, length: int) -> bytes:
+    data = bytearray(length)
+    view = memoryview(data)
+    _read_into(source, view)
+    view.release()
+    return bytes(data)
+
+
+def _upload(connection: ObjectStorageConnection, job: UploadJob) -> tuple[StorageStatus, str]:
+    try:
+        connection.put(job.object_id, list(job.frames), job.owner_id, job.name)
+    except ObjectStorageFullError as error:
+        return StorageStatus.FULL, str(error)
+    except IncompatiblePeerError as error:
+        return StorageStatus.REFUSED, str(error)
+    except ObjectStorageException as error:
+        return StorageStatus.BAD_REQUEST, f"the upstream storage could not store it: {error}"
+    return StorageStatus.OK, ""

@@ -1,0 +1,66 @@
+"""Which host caches hold or are fetching which object, as the storage server knows them (pure): where a cache that
+asks is sent (docs/architecture.md, "Host to host"). Rules:
+
+S1. A cache that asks where to fetch an object is sent to the cache that asked for it last, and is from then on that
+    object's latest holder: the hosts of a broadcast fetch it in a chain, each from the one before, which serves the
+    pieces it has before it has them all; the storage server's link carries one copy. Never to itself, nor to a cache
+    whose source leads back to it (a cache waits for the one it fetches from: no cycle of waits). With no such
+    holder, it fetches from the storage server.
+S2. A source that a cache could not fetch from is named to nobody again, until it asks for an object itself (it is
+    alive and reachable from the storage server then).
+S3. A deleted object's holders are forgotten; beyond MAX_OBJECTS objects, those asked about least recently are.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
+
+#: Objects whose holders are remembered.
+MAX_OBJECTS = 100_000
+
+
+class HostLedger:
+    def __init__(self, max_objects: int = MAX_OBJECTS) -> None:
+        self._holders: OrderedDict[bytes, list[str]] = OrderedDict()  #: object -> caches, the latest last
+        self._sources: dict[tuple[bytes, str], str] = {}  #: (object, cache) -> the source it was sent to
+        self._failed: set[str] = set()  #: sources a cache could not fetch from (S2)
+        self._max_objects = max_objects
+
+    def source(self, object_id: bytes, asker: str, failed: str = "") -> str:
+        """Where `asker` fetches the object from (S1, S2): another cache's address, or "" for the storage server."""
+        if failed and failed != asker:
+            self._failed.add(failed)
+        self._failed.discard(asker)
+        holders = self._holders.pop(object_id, [])
+        usable = [
+            holder for holder in holders if holder not in self._failed and not self._leads_to(object_id, holder, asker)
+        ]
+        source = usable[-1] if usable else ""
+        self._holders[object_id] = [*(holder for holder in holders if holder != asker), asker]
+        self._sources[(object_id, asker)] = source
+        while len(self._holders) > self._max_objects:
+            forgotten, caches = self._holders.popitem(last=False)
+            for cache in caches:
+                self._sources.pop((forgotten, cache), None)
+        return source
+
+    def _leads_to(self, object_id: bytes, holder: str, asker: str) -> bool:
+        """Whether `holder` is `asker` or fetches, through its sources, from `asker`."""
+        seen: set[str] = set()
+        while holder and holder not in seen:
+            if holder == asker:
+                return True
+            seen.add(holder)
+            holder = self._sources.get((object_id, holder), "")
+        return False
+
+    def holders(self, object_id: bytes) -> list[str]:
+        """The caches that hold or fetch the object, the latest last (for placement and the status feed)."""
+        return list(self._holders.get(object_id, []))
+
+    def forget(self, object_ids: Iterable[bytes]) -> None:
+        """S3: deleted objects."""
+        for object_id in object_ids:
+            for cache in self._holders.pop(bytes(object_id), []):
+                self._sources.pop((bytes(object_id), cache), None)

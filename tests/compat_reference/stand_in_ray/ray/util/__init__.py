@@ -1,0 +1,1 @@
+"""The stand-in's `ray.util` (scaler.compat.ray sets its helpers here, as on Ray's)."""

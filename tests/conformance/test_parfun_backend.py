@@ -1,0 +1,124 @@
+"""parfun's own tests of its Scaler backend, from its release and unchanged, against scaler.
+
+parfun (`opengris-parfun`, the reference family's library of parallel functions; the test extra installs it with its
+own dependencies, not `opengris-scaler`) imports in its Scaler backend `Client`, `SchedulerClusterCombo`,
+`ScalerFuture`, `ObjectReference` and the reference's `scaler.worker.agent.processor.processor.Processor`, and gets
+ours. Its wheel leaves its tests out: pip downloads its source distribution once (into `.conformance-suites/` next to
+the repository, which git ignores) and only its `tests/` folder is kept, so that the tests import the installed parfun.
+They run in a pytest of their own (their package is named `tests`, as ours is), configured by nothing of ours: every
+test of `tests/backend/test_scaler.py` (each starts a cluster of four workers holding one task each, issue 73's setting)
+and the decorators' Scaler test, less the exclusions (exclusions.py, suite "parfun"). Their outcomes come back in a
+JUnit report; the test here passes when every one of them passed.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import importlib.metadata
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conformance import exclusions
+from tests.conformance.summary import SuiteCounts, cpu_seconds, record
+
+#: its tests in one test process (make test: --dist loadgroup)
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("conformance_parfun"), pytest.mark.timeout(2400)]
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+DISTRIBUTION = "opengris-parfun"
+#: parfun's tests of its Scaler backend, as pytest names them from the source distribution's root, by their names here
+SELECTED = {
+    "TestScalerBackend.*": "tests/backend/test_scaler.py",
+    "TestDecorators.test_parallel_nested_calls": "tests/test_decorators.py::TestDecorators::test_parallel_nested_calls",
+}
+#: how long fetching the source distribution may take (pip prepares its metadata in an isolated build environment)
+FETCH_TIMEOUT_SECONDS = 600.0
+#: the suite's bound: nine of its tests start a cluster each, one computes 80 s of sleeps on it
+RUN_TIMEOUT_SECONDS = 1800.0
+
+
+def suite_folder() -> Path:
+    """The installed parfun's release's `tests/` folder (fetched once per version), with a pytest.ini of its own."""
+    try:
+        version = importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip(f"{DISTRIBUTION} is not installed (the test extra installs it: pip install -e '.[test]')")
+    folder = REPOSITORY / ".conformance-suites" / f"{DISTRIBUTION}-{version}"
+    folder.parent.mkdir(exist_ok=True)
+    with open(folder.parent / f"{DISTRIBUTION}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / "tests").is_dir():
+            _fetch_tests(version, folder)
+    return folder
+
+
+def _fetch_tests(version: str, folder: Path) -> None:
+    with tempfile.TemporaryDirectory() as download:
+        fetched = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", DISTRIBUTION,
+             "--dest", download, f"{DISTRIBUTION}=={version}"],
+            capture_output=True, text=True, timeout=FETCH_TIMEOUT_SECONDS,
+        )  # fmt: skip
+        archives = list(Path(download).glob("*.tar.gz"))
+        if fetched.returncode != 0 or not archives:
+            pytest.skip(f"could not download {DISTRIBUTION} {version}'s source distribution: {fetched.stderr[-500:]}")
+        staging = Path(download) / "unpacked"
+        with tarfile.open(archives[0]) as archive:
+            root = archive.getnames()[0].split("/")[0]
+            members = [member for member in archive.getmembers() if member.name.startswith(f"{root}/tests/")]
+            archive.extractall(staging, members=members, filter="data")
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        (staging / root / "tests").rename(folder / "tests")
+        (folder / "pytest.ini").write_text("[pytest]\n")  # so that pytest reads no configuration of ours above it
+
+
+def _outcomes(report: Path) -> dict[str, str]:
+    """Each test's outcome in a JUnit report ("passed", "failed: ...", "skipped: ...")."""
+    outcomes: dict[str, str] = {}
+    for case in ElementTree.parse(report).getroot().iter("testcase"):
+        name = f"{case.get('classname', '').rsplit('.', 1)[-1]}.{case.get('name')}"
+        problem = next((child for child in case if child.tag in ("failure", "error", "skipped")), None)
+        if problem is None:
+            outcomes[name] = "passed"
+        else:
+            outcomes[name] = f"{problem.tag}: {problem.get('message', '')}\n{(problem.text or '')[-3000:]}"
+    return outcomes
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, str], float, float]]:
+    folder = suite_folder()
+    wall, cpu = time.monotonic(), cpu_seconds()
+    report = tmp_path_factory.mktemp("parfun") / "report.xml"
+    selected = [path for name, path in SELECTED.items() if exclusions.reason_for("parfun", name) is None]
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST")}
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", *selected],
+        capture_output=True, text=True, timeout=RUN_TIMEOUT_SECONDS, env=environment, cwd=folder,
+    )  # fmt: skip
+    said = f"{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    assert report.exists(), f"parfun's suite did not run ({run.returncode}):\n{said}"
+    yield _outcomes(report), time.monotonic() - wall, cpu_seconds() - cpu
+
+
+def test_parfuns_own_scaler_backend_tests_pass(
+    request: pytest.FixtureRequest, outcomes: tuple[dict[str, str], float, float]
+) -> None:
+    results, wall, cpu = outcomes
+    failures = [f"{name}: {outcome}" for name, outcome in sorted(results.items()) if outcome != "passed"]
+    excluded = [exclusion.test for exclusion in exclusions.of_suite("parfun")]
+    counts = SuiteCounts(passed=len(results) - len(failures), excluded=len(excluded), failed=len(failures))
+    record(request.node, "parfun", counts, wall, cpu)
+    assert len(results) >= 9, f"parfun's Scaler tests did not all run: {sorted(results)}"  # test_scaler.py has 9
+    assert not failures, f"{len(failures)} of parfun's Scaler tests did not pass:\n\n" + "\n\n".join(failures)

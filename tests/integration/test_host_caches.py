@@ -1,0 +1,333 @@
+"""One copy of each object per host, with real processes: host caches (object_storage/host_cache/).
+
+A "host" here is a mount and UTS namespace of this machine with its own tmpfs on /dev/shm, its own host name and its
+own temporary directory: the storage server on one, two `scaler_cluster`s of two workers on two others, the scheduler
+and the client in the test's own. A process of one host does not see another's /dev/shm, so `segment_sight.sees` says
+"another host", as it does across machines (hosts-on-one-machine.md); their links are loopback, so the bytes the
+storage server sent are read from its established TCP sockets (`ss`'s bytes_acked), not from shaped links.
+
+- N processors of each of two hosts reading one object: the storage server sends it about once (the second host
+  fetches it from the first host's cache), and each host's processors map the one file of its cache
+  (/proc/self/maps).
+- A result is held by the storage server before its task is reported done: reported, then both worker hosts killed
+  (every process of their namespaces), it still reads back.
+- A peer with other keys than the workers' gets nothing from a cache (its CURVE handshake is refused); the workers'
+  keys get the object.
+- A host's cache that dies (killed) is replaced: its workers find the route again and their tasks go on.
+- A source the storage server names that nobody answers at (a host gone, or firewalled off): the fetch goes
+  elsewhere, said once in the fetching cache's log, and the tasks read the object.
+
+Checked by hand with each mechanism off:
+- the route off (`--host-cache False` for the clusters): the storage server sent the object once per processor (four
+  copies), the arrays lay in each processor's heap: `test_the_hosts_fetch_an_object_about_once_and_map_one_copy` fails;
+- host to host off (`HostLedger.source` naming no other host): the storage server sent the object once per host (two
+  copies): the same test fails;
+- rule C4 off (`StorageService._settled` answering a peer's put at once and asking no upload): the result is lost with
+  its host: `test_a_result_reported_done_survives_its_host` fails (MissingObjects);
+- the fallback off (`Upstream._from_another_host` not catching a failed source): the fetch fails and so do the
+  tasks: `test_a_source_that_cannot_be_reached_...` fails;
+- the agent's check of its cache off (`WorkerAgent._check_cache` returning at once): no other cache starts:
+  `test_a_cache_that_dies_is_replaced_...` fails;
+- the cache's authenticator letting every key in (`CacheSecurity.callback` returning True):
+  `test_a_peer_without_the_workers_keys_gets_nothing_from_a_cache` fails.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from scaler import Client
+from scaler.errors import ScalerError
+from scaler.io.address import free_tcp_port_block
+from scaler.object_storage.connection import ObjectStorageConnection
+from scaler.protocol.ids import ObjectID
+from scaler.protocol.storage_messages import SourceRequest
+from scaler.security.curve import CurveSecurity
+from tests.integration.conftest import (
+    BIN_DIR,
+    COLD_START_SECONDS,
+    DEADLINE_SECONDS,
+    Addresses,
+    ProcessWatch,
+    free_addresses,
+    probe_scheduler,
+    session_security,
+    wait_for,
+    wait_for_workers,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300), pytest.mark.xdist_group("host_caches")]
+
+MiB = 1024 * 1024
+ARRAY_ITEMS = 2_500_000  #: 20 MB of float64
+HOSTS = ("cache-host-a", "cache-host-b")
+
+
+def _missing() -> str:
+    if os.geteuid() != 0:
+        return "needs root: each host is a mount namespace with its own tmpfs on /dev/shm"
+    missing = [program for program in ("unshare", "nsenter", "ss", "mount") if shutil.which(program) is None]
+    return f"needs {', '.join(missing)}" if missing else ""
+
+
+# ---------------------------------------------------------------- what runs in the processors
+
+
+def mapping_of(array: Any) -> str:
+    """The file the memory of `array` is mapped from, as /proc/self/maps names it ("" for anonymous memory)."""
+    address = array.__array_interface__["data"][0]
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split(maxsplit=5)
+            start, end = (int(part, 16) for part in fields[0].split("-"))
+            if start <= address < end:
+                return fields[5].strip() if len(fields) == 6 else ""
+    return ""
+
+
+def where_read(array: Any, pause: float) -> tuple[str, str, float]:
+    """The host that ran the task, the file its argument is mapped from, and the argument's sum."""
+    time.sleep(pause)  # the tasks of one map overlap, so that every processor of both hosts takes some
+    return socket.gethostname(), mapping_of(array), float(array.sum())
+
+
+def sized_result(size: int, pause: float) -> bytes:
+    time.sleep(pause)  # the results of a map are done while the client reads the first ones
+    return os.urandom(size)
+
+
+def large_result(size: int) -> tuple[str, bytes]:
+    return socket.gethostname(), os.urandom(size)
+
+
+# ---------------------------------------------------------------- the stack
+
+
+@dataclass
+class Stack:
+    addresses: Addresses
+    storage_port: int
+    hosts: dict[str, subprocess.Popen[bytes]]
+    logs: Path
+
+    def bytes_sent_by_storage(self) -> int:
+        """What the storage server sent on its open connections (TCP bytes acknowledged)."""
+        listing = subprocess.run(
+            ["ss", "-tinH", "state", "established", f"( sport = :{self.storage_port} )"],
+            capture_output=True, text=True, check=True, timeout=DEADLINE_SECONDS,
+        ).stdout  # fmt: skip
+        return sum(int(count) for count in re.findall(r"bytes_acked:(\d+)", listing))
+
+    def client_connections_that_received(self, pid: int, at_least: int) -> int:
+        """How many of this process's connections to the storage server received at least `at_least` bytes."""
+        listing = subprocess.run(
+            ["ss", "-tinpH", "state", "established", f"( dport = :{self.storage_port} )"],
+            capture_output=True, text=True, check=True, timeout=DEADLINE_SECONDS,
+        ).stdout  # fmt: skip
+        count = 0
+        for entry in re.split(r"\n(?=\S)", listing):  # a socket's line, then its details indented
+            received = re.search(r"bytes_received:(\d+)", entry)
+            if f"pid={pid}," in entry and received is not None and int(received.group(1)) >= at_least:
+                count += 1
+        return count
+
+    def cache_address(self, host: str) -> str:
+        """The address the host's cache wrote in its home (read inside the host's mount namespace)."""
+        namespace = f"--mount=/proc/{self.hosts[host].pid}/ns/mnt"
+        found = subprocess.run(
+            ["nsenter", namespace, "sh", "-c", "cat /dev/shm/scaler-cache-*/address"],
+            capture_output=True, text=True, timeout=DEADLINE_SECONDS,
+        )  # fmt: skip
+        return found.stdout.strip()
+
+    def cache_logs(self) -> list[str]:
+        """The lines of the hosts' caches' logs (read inside each host's mount namespace)."""
+        lines: list[str] = []
+        for popen in self.hosts.values():
+            namespace = f"--mount=/proc/{popen.pid}/ns/mnt"
+            shown = subprocess.run(
+                ["nsenter", namespace, "sh", "-c", "cat /dev/shm/scaler-cache-*/cache.log"],
+                capture_output=True, text=True, timeout=DEADLINE_SECONDS,
+            )  # fmt: skip
+            lines += shown.stdout.splitlines()
+        return lines
+
+    def kill_cache(self, host: str) -> None:
+        """The host's cache process alone (SIGKILL)."""
+        namespace = os.readlink(f"/proc/{self.hosts[host].pid}/ns/mnt")
+        for process in psutil.process_iter():
+            try:
+                ours = os.readlink(f"/proc/{process.pid}/ns/mnt") == namespace
+                if ours and "scaler.object_storage.host_cache" in " ".join(process.cmdline()):
+                    process.send_signal(signal.SIGKILL)
+            except (OSError, psutil.Error):
+                continue
+
+    def kill_host(self, host: str) -> None:
+        """Every process of the host's mount namespace, at once (a host that dies)."""
+        namespace = os.readlink(f"/proc/{self.hosts[host].pid}/ns/mnt")
+        for process in psutil.process_iter():
+            try:
+                if os.readlink(f"/proc/{process.pid}/ns/mnt") == namespace:
+                    process.send_signal(signal.SIGKILL)
+            except (OSError, psutil.Error):
+                continue
+        self.hosts[host].wait(timeout=DEADLINE_SECONDS)
+
+    def log_tail(self) -> str:
+        return "\n".join(
+            f"--- {path.name}:\n{path.read_text(errors='replace')[-3000:]}" for path in sorted(self.logs.glob("*.log"))
+        )
+
+
+def on_host(host: str, command: list[str], temporary: Path) -> list[str]:
+    """`command` on a host of its own: a mount and UTS namespace with its own /dev/shm and host name, and its own
+    temporary directory (TMPDIR: the session's /tmp holds its keys, so it is not hidden)."""
+    script = f'mount -t tmpfs -o size=8g tmpfs /dev/shm && hostname {host} && exec "$0" "$@"'
+    temporary.mkdir(exist_ok=True)
+    unshare = ["unshare", "--mount", "--uts", "--propagation", "private", "sh", "-c", script]
+    return ["env", f"TMPDIR={temporary}", *unshare, *command]
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    if reason := _missing():
+        pytest.skip(reason)
+    logs = tmp_path_factory.mktemp("host-caches")
+    watch = ProcessWatch()
+
+    def start(name: str, command: list[str]) -> subprocess.Popen[bytes]:
+        with open(logs / f"{name}.log", "wb") as log:
+            popen = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        watch.add(popen)
+        return popen
+
+    addresses = free_addresses()
+    storage = [str(BIN_DIR / "scaler_object_storage_server"), addresses.object_storage, "--max-memory", "512MiB"]
+    start("storage", on_host("cache-storage-host", [*storage, "-ll", "INFO"], logs / "storage-tmp"))
+    scheduler = start("scheduler", [str(BIN_DIR / "scaler_scheduler"), addresses.scheduler, "-osa",
+                                    addresses.object_storage, "-ll", "INFO"])  # fmt: skip
+    hosts = {}
+    try:
+        probe_scheduler(addresses.scheduler, COLD_START_SECONDS, scheduler)
+        for host in HOSTS:
+            cluster = [str(BIN_DIR / "scaler_cluster"), "-n", "2", addresses.scheduler, "-his", "0.5", "-ll", "INFO"]
+            hosts[host] = start(host, on_host(host, cluster, logs / f"{host}-tmp"))
+        wait_for_workers(addresses.monitor, 2 * len(HOSTS), COLD_START_SECONDS)
+        watch.remember()
+        yield Stack(addresses, int(addresses.object_storage.rsplit(":", 1)[1]), hosts, logs)
+    finally:
+        watch.stop_all()
+    leftovers = watch.leftovers()
+    assert not leftovers, f"processes left behind: {leftovers}"
+
+
+# ---------------------------------------------------------------- tests
+
+
+def test_the_hosts_fetch_an_object_about_once_and_map_one_copy(stack: Stack) -> None:
+    import numpy
+
+    array = numpy.arange(ARRAY_ITEMS, dtype=numpy.float64)
+    with Client(stack.addresses.scheduler) as client:
+        reference = client.send_object(array)
+        before = stack.bytes_sent_by_storage()
+        results = client.map(where_read, [reference] * 16, [0.5] * 16)
+        sent = stack.bytes_sent_by_storage() - before
+    assert {total for _, _, total in results} == {float(array.sum())}
+    hosts = {host for host, _, _ in results}
+    assert hosts == set(HOSTS), f"the tasks ran on {hosts}"
+    assert sent < 1.5 * array.nbytes, (
+        f"the storage server sent {sent / MiB:.1f} MiB for a {array.nbytes / MiB:.1f} MiB object read on "
+        f"{len(hosts)} hosts; logs:\n{stack.log_tail()}"
+    )
+    for host in hosts:
+        maps = {where for ran_on, where, _ in results if ran_on == host}
+        assert len(maps) == 1 and maps.pop().startswith("/dev/shm/scaler-objects-"), (
+            f"the processors of {host} map {maps}: not one file of their cache"
+        )
+
+
+def test_a_peer_without_the_workers_keys_gets_nothing_from_a_cache(stack: Stack) -> None:
+    with Client(stack.addresses.scheduler) as client:
+        reference = client.send_object(b"x" * (1 * MiB))
+        assert client.submit(len, reference).result() == 1 * MiB  # the caches of the hosts exist now
+        address = stack.cache_address(HOSTS[0])
+        assert address.startswith("tcp://"), address
+        workers = session_security("worker")
+        as_workers = CurveSecurity(workers.public, workers.secret, workers.public)  # the cache serves with their pair
+        with ObjectStorageConnection(address, role="worker", timeout_seconds=DEADLINE_SECONDS,
+                                     security=as_workers) as allowed:  # fmt: skip
+            assert len(allowed.get(reference.object_id)) == reference.size
+        other = session_security("client")
+        as_client = CurveSecurity(other.public, other.secret, workers.public)
+        with ObjectStorageConnection(address, role="worker", timeout_seconds=3, security=as_client) as refused:
+            with pytest.raises(ScalerError):
+                refused.get(reference.object_id)
+
+
+def test_a_client_off_the_storage_host_reads_the_results_of_a_map_several_at_once(stack: Stack) -> None:
+    with Client(stack.addresses.scheduler) as client:
+        results = client.map(sized_result, [4 * MiB] * 12, [0.2] * 12)
+        receiving = stack.client_connections_that_received(os.getpid(), 2 * MiB)
+    assert [len(result) for result in results] == [4 * MiB] * 12
+    assert receiving >= 2, f"the results came over {receiving} connection(s) of this client to the storage"
+
+
+def test_a_source_that_cannot_be_reached_costs_time_not_the_object_and_is_said_once(stack: Stack) -> None:
+    """A cache the storage server names as a source, at an address nobody answers (a host gone, or a firewall
+    between the hosts): the fetch goes elsewhere, said once in the fetching cache's log, and the task reads the
+    object."""
+    import numpy
+
+    unreachable = f"tcp://127.0.0.1:{free_tcp_port_block(1)}"
+    array = numpy.arange(ARRAY_ITEMS // 4, dtype=numpy.float64)
+    with Client(stack.addresses.scheduler) as client:
+        reference = client.send_object(array)
+        workers = session_security("worker")
+        with ObjectStorageConnection(
+            stack.addresses.object_storage, role="cache", security=workers, cache_address=unreachable
+        ) as gone:  # a cache that asked for the object last, then vanished
+            gone.call(SourceRequest(ObjectID(reference.object_id)))
+        results = client.map(where_read, [reference] * 8, [0.2] * 8)
+    assert {total for _, _, total in results} == {float(array.sum())}
+    said = [line for line in stack.cache_logs() if unreachable in line and "fetching it elsewhere" in line]
+    assert len(said) == 1, f"the unreachable source was said {len(said)} time(s) in the caches' logs"
+
+
+def test_a_cache_that_dies_is_replaced_and_the_tasks_go_on(stack: Stack) -> None:
+    import numpy
+
+    host = HOSTS[0]
+    array = numpy.arange(ARRAY_ITEMS // 4, dtype=numpy.float64)
+    with Client(stack.addresses.scheduler) as client:
+        reference = client.send_object(array)
+        client.map(where_read, [reference] * 8, [0.2] * 8)
+        killed = stack.cache_address(host)
+        stack.kill_cache(host)
+        wait_for(lambda: stack.cache_address(host) not in ("", killed), f"another cache on {host}")
+        results = client.map(where_read, [reference] * 8, [0.2] * 8)
+    assert {total for _, _, total in results} == {float(array.sum())}
+
+
+def test_a_result_reported_done_survives_its_host(stack: Stack) -> None:
+    with Client(stack.addresses.scheduler) as client:
+        future = client.submit(large_result, 8 * MiB)
+        wait_for(future.done, "the task to be reported done")
+        for host in HOSTS:
+            stack.kill_host(host)
+        host, value = future.result()
+    assert host in HOSTS and len(value) == 8 * MiB
