@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 RUNTIME_STAMP := $(VENV)/.runtime
 
-.PHONY: demo test test-tools browser-tools test-pythons check lint typecheck benchmark clean docs docs-pictures
+.PHONY: demo test test-fast test-tools browser-tools test-pythons check lint typecheck benchmark clean docs docs-pictures
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -83,6 +83,13 @@ test: $(STAMP) test-tools browser-tools
 	@status=0; $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCESSES) --dist loadgroup --no-loadscope-reorder || status=$$?; \
 		sh docker/test-engine.sh stop; exit $$status
 
+# The inner loop: the pure tiers (unit and simulation: no processes, no sockets) and the pure tests of the other
+# tiers (what the documentation and conformance tiers check of their own tables), in two processes (they use the CPU
+# the whole time: two cores, two processes). Every test not marked `integration` in these folders.
+FAST_TESTS ?= tests/unit tests/simulation tests/docs tests/conformance/test_exclusions.py
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 -m "not integration" $(FAST_TESTS)
+
 lint: $(STAMP)
 	$(BIN)/ruff check scaler rehearsal tests benchmarks examples docs/*.py
 	$(BIN)/ruff format --check scaler rehearsal tests benchmarks examples docs/*.py
@@ -93,8 +100,8 @@ typecheck: $(STAMP)
 
 check: lint typecheck test
 
-# The pure tiers (unit and simulation: no processes, no sockets) on the oldest and newest Python we
-# support, each in its own venv. An interpreter that is not on this machine is reported and skipped.
+# The pure tiers (`make test-fast`'s tests) on the oldest and newest Python we support, each in its own venv. An
+# interpreter that is not on this machine is reported and skipped.
 PURE_PYTHONS ?= 3.10 3.13
 test-pythons:
 	@for version in $(PURE_PYTHONS); do \
@@ -107,7 +114,7 @@ test-pythons:
 		[ -x $$venv/bin/python ] || $$interpreter -m venv $$venv || exit 1; \
 		$$venv/bin/python -m pip install --quiet -e ".[test]" -e ./rehearsal || exit 1; \
 		echo "pure tiers on $$($$venv/bin/python --version)"; \
-		$$venv/bin/python -m pytest -q -p no:cacheprovider -n 2 tests/unit tests/simulation || exit 1; \
+		$$venv/bin/python -m pytest -q -p no:cacheprovider -n 2 -m "not integration" $(FAST_TESTS) || exit 1; \
 	done
 
 # The side-by-side benchmark (docs/performance.md): `make benchmark ARGS="--systems ours,dask --workloads W1,W3"`.

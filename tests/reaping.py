@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,6 +149,25 @@ def command_of(pid: int) -> str:
     with contextlib.suppress(OSError):
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()[:160]
     return "?"
+
+
+def kind_of(pid: int) -> str | None:
+    """What a process runs, for the run's tally: its name (a forked component names itself: `scaler-schedule`,
+    `scaler-worker`, ...; a console command is named after its script), or for a Python interpreter the module it
+    runs (`-m`), `python -c`, or its script's name; None when it is gone."""
+    try:
+        name = Path(f"/proc/{pid}/comm").read_text().strip()
+        arguments = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    if not name.startswith("python") or len(arguments) < 2:
+        return name
+    words = [word.decode(errors="replace") for word in arguments[1:] if word]
+    if words[:1] == ["-m"] and len(words) > 1:
+        return words[1]
+    if words[:1] == ["-c"]:
+        return "python -c"
+    return next((Path(word).name for word in words if not word.startswith("-")), name)
 
 
 def kill_all(members: Callable[[], Iterable[int]], spared: set[int]) -> dict[int, str]:
@@ -320,6 +340,10 @@ class Run:
     group: Path | None
     hierarchy: Hierarchy | None
     seen: set[int] = field(default_factory=set)
+    #: how many processes of each kind (`kind_of`) the run started, as seen twice a second
+    started: Counter[str] = field(default_factory=Counter)
+    #: seen at the last poll, their kind read at this one (a forked or exec'd child takes its name in between)
+    _new: set[int] = field(default_factory=set)
 
     def members(self, variables: dict[str, str] | None = None) -> list[int]:
         if self.group is not None:
@@ -327,7 +351,13 @@ class Run:
         return environment_pids(self.run_id, variables)
 
     def record(self) -> None:
-        self.seen.update(self.members())
+        for pid in self._new:
+            kind = kind_of(pid)
+            if kind is not None:
+                self.started[kind] += 1
+        members = set(self.members())
+        self._new = members - self.seen
+        self.seen |= members
 
     def reap(self, spared: set[int]) -> list[str]:
         self.record()
@@ -361,7 +391,7 @@ def watch(run: Run, controller: int, pipe: int, report: Path) -> None:
                 break
             asked = b"reap" in data
     removed = run.reap({os.getpid(), controller})
-    report.write_text(json.dumps(removed))
+    report.write_text(json.dumps({"removed": removed, "started": dict(run.started.most_common())}))
     if not asked and removed:
         print(f"\nscaler test reaper: run {run.run_id} was cut short; removed what it left:", file=sys.stderr)
         for line in removed:

@@ -19,7 +19,9 @@ What belongs to the run:
 A watchdog process, started by the controller before it joins the run's group (so never reaped with it), records the
 run's pids twice a second and reaps when the controller asks (at the end of the session) or when the controller's
 pipe closes without asking (pytest killed). What it removed is printed at the end of the session, or on its standard
-error when pytest is gone.
+error when pytest is gone; so are the processes the run started, by kind (`reaping.kind_of`), and how many were
+schedulers (one per stack a test started: the count to watch when tests share their stacks). A process that lives
+less than half a second may be missed.
 
 With `SCALER_TEST_CPU=FILE`, each test process appends `test-id cpu-seconds` per test: the CPU (user + system) of
 its group during the test, every process the test started included (`python -m tests.reaping cpu FILE` sums it per
@@ -31,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -58,6 +61,10 @@ from tests.reaping import (
     remove_named,
     run_from_environment,
 )
+
+#: The kinds of process (tests/reaping.py's `kind_of`) that are schedulers: a cluster's forked one, the console command,
+#: `python -m` its entry point.
+SCHEDULER_KIND = re.compile(r"schedul")
 
 # ---------------------------------------------------------------- the pytest plugin
 
@@ -102,6 +109,8 @@ class Controller:
         if group is not None:  # after the watchdog started: it stays out of the group it reaps
             join_group(group, os.getpid())
         self.removed: list[str] | None = None
+        #: the processes the run started by kind (tests/reaping.py's `kind_of`), once reaped
+        self.started: dict[str, int] = {}
         #: the CPU of the run's processes, the controller's included, when it leaves the group (None: not known)
         self.cpu_seconds: float | None = None
 
@@ -117,8 +126,9 @@ class Controller:
                 os.write(self._pipe, b"reap\n")
             try:
                 self.watchdog.wait(KILL_SECONDS * 3)
-                self.removed = json.loads((self.folder / "report.json").read_text())
-            except (subprocess.TimeoutExpired, OSError, ValueError) as error:
+                report = json.loads((self.folder / "report.json").read_text())
+                self.removed, self.started = list(report["removed"]), dict(report["started"])
+            except (subprocess.TimeoutExpired, OSError, ValueError, KeyError) as error:
                 self.removed = [f"(the reaper did not report: {error!r})"]
             with contextlib.suppress(OSError):
                 os.close(self._pipe)
@@ -228,6 +238,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     cpu_seconds = _STATE.controller.cpu_seconds
     if cpu_seconds is not None:
         terminalreporter.write_line(f"CPU of the run's processes (user + system): {cpu_seconds:.0f} s")
+    started = _STATE.controller.started
+    if started:
+        schedulers = sum(count for kind, count in started.items() if SCHEDULER_KIND.search(kind))
+        most = ", ".join(f"{kind} {count}" for kind, count in list(started.items())[:8])
+        terminalreporter.write_line(f"processes the run started (seen twice a second): {sum(started.values())}, "
+                                    f"{schedulers} of them schedulers; most started: {most}")  # fmt: skip
     if removed:
         terminalreporter.section("left behind by the run, removed by its reaper", yellow=True)
         for line in removed:

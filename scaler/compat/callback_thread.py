@@ -18,7 +18,8 @@ class CallbackThread:
         self._thread_name_prefix = thread_name_prefix
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
-        os.register_at_fork(after_in_child=self._forget)
+        if hasattr(os, "register_at_fork"):  # absent where there is no fork (Windows)
+            os.register_at_fork(after_in_child=self._forget)
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
         with self._lock:

@@ -454,13 +454,13 @@ class ObjectStorageConnection:
         return object_from_frames(frames, sum(len(frame) for frame in frames), self._address)
 
     def get_frames(self, object_id: bytes, copy_on_write: bool = False, pieces: bool = False) -> list[memoryview]:
-        """The object's bytes as the frames it was put in (no copy): views of its segment file mapped on the server's
-        host (read-only, shared; `copy_on_write`: private and writable), else of the frames received (this process's
-        own and writable: no copy is needed for `copy_on_write`). Over CURVE a large frame comes in pieces
-        (storage_chunks.wire_pieces), which the reader joins; with `pieces`, a caller that joins them itself
-        (`serializer.deserialize_frames`) may get them as received (`client_core.frames_or_pieces`). Processors map
-        any object by its name, a client its own ones (the file's header says their owner); other reads ask
-        `getMapped` first. Raises MissingObjects."""
+        """The object's bytes as the frames it was put in: on the server's host, views of its segment file mapped
+        (no copy; read-only and shared, or private and writable with `copy_on_write`); off it, read in parts
+        (`read_in_parts`: each piece shows the transfer moving) into this process's own buffers, one per frame
+        (writable: no further copy for `copy_on_write`). `pieces` lets a caller that joins pieces itself
+        (`serializer.deserialize_frames`) take a reply's pieces as received when the server answers a mapped read
+        with the bytes (`client_core.frames_or_pieces`). Processors map any object by its name, a client its own ones
+        (the file's header says their owner); other reads ask `getMapped` first. Raises MissingObjects."""
         local = self.local_segments()
         if local is not None:
             if self._reads_by_name or self._owner_id:  # a client maps its own objects by name (their owner's file)

@@ -40,8 +40,6 @@ from tests.docs.runner import PIP_INSTALL, PageRun, StepResult
 from tests.docs.steps import Kind, Step, page_steps
 from tests.integration.fresh_install import ROOT, locked
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
-
 #: In the reader's order: the README, then the guide as its index lists it.
 PAGES = ["README.md", *(f"docs/guide/{name}" for name in (
     "quick_start.md", "browser.md", "client_api.md", "clusters.md", "code_on_workers.md", "scaling_and_cloud.md",
@@ -237,6 +235,8 @@ def _installs(steps: list[Step]) -> list[str]:
             if PIP_INSTALL.search(command)]  # fmt: skip
 
 
+@pytest.mark.integration
+@pytest.mark.timeout(1500)
 @pytest.mark.parametrize(("page", "flavour"), RUNS)
 def test_a_page_runs_as_written(
     page: str,

@@ -96,6 +96,7 @@ def page_run(tmp_path: Path) -> PageRun:
     return PageRun("page.md", tmp_path, {**os.environ, "PATH": path}, Path(sys.executable))
 
 
+@pytest.mark.integration  # it runs the steps: shells, scripts, servers
 def test_an_export_reaches_the_next_steps_and_files_are_saved_where_the_shell_is(tmp_path: Path) -> None:
     run = page_run(tmp_path)
     steps = page_steps("page.md", PAGE)[:5]
@@ -106,12 +107,14 @@ def test_an_export_reaches_the_next_steps_and_files_are_saved_where_the_shell_is
     assert run.finish() == []
 
 
+@pytest.mark.integration  # it runs the steps: shells, scripts, servers
 def test_a_script_that_prints_other_than_the_page_says_fails(tmp_path: Path) -> None:
     (step,) = page_steps("page.md", "```python\nprint(2 + 2)   # 5\n```\n")
     result = page_run(tmp_path).run(step)
     assert result.outcome == "failed" and "the page says it prints '5'" in result.detail
 
 
+@pytest.mark.integration  # it runs the steps: shells, scripts, servers
 def test_a_failing_command_and_a_bad_toml_fail_their_steps(tmp_path: Path) -> None:
     run = page_run(tmp_path)
     failing, toml = page_steps("page.md", "```bash\ntrue\nfalse\n```\n\n```toml\n[a\n```\n")
@@ -119,6 +122,7 @@ def test_a_failing_command_and_a_bad_toml_fail_their_steps(tmp_path: Path) -> No
     assert run.run(toml).outcome == "failed"
 
 
+@pytest.mark.integration  # it runs the steps: shells, scripts, servers
 def test_a_long_running_command_is_ready_then_stopped_by_ctrl_c(tmp_path: Path) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

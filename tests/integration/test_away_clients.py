@@ -39,6 +39,8 @@ from tests.integration.tcp_forwarder import TcpForwarder
 from tests.integration.test_frozen_peers import frozen
 from tests.integration.test_partitioned_peers import netns, stack_on  # noqa: F401 - netns is a fixture
 
+pytestmark = pytest.mark.integration
+
 #: How long both ends' ZeroMQ heartbeats go unanswered before they end a connection, in these tests: over 5 s, since
 #: the scheduler takes a connection lost sooner after its client's last message for a client whose process ended.
 LINK_HEARTBEAT_TIMEOUT_SECONDS = 7

@@ -41,6 +41,8 @@ from tests.integration.conftest import (
     wait_for_workers,
 )
 
+pytestmark = pytest.mark.integration
+
 
 def run_once(path: str, key: int, seconds: float) -> int:
     """Append "start KEY AGENT", sleep, append "done KEY AGENT"; return KEY (the agent is the processor's

@@ -16,7 +16,7 @@ from scaler.client import graph_chains
 from scaler.protocol import messages as m
 from tests.integration.conftest import monitor, running_cluster
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 
 def big(index: int) -> bytes:

@@ -33,6 +33,8 @@ from tests.integration.conftest import (
     session_security,
 )
 
+pytestmark = pytest.mark.integration
+
 OWN_PERIOD = "0.1"
 
 

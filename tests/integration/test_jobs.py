@@ -14,6 +14,8 @@ from scaler import Client
 from scaler.errors import ScalerError
 from tests.integration.conftest import wait_for, wait_for_workers
 
+pytestmark = pytest.mark.integration
+
 SUBMITTER = """
 import sys, time
 from scaler import Client

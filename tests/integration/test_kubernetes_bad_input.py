@@ -134,8 +134,8 @@ def test_the_rehearsal_without_its_extra(tmp_path: Path) -> None:
     (cryptography) from its start; now one line naming the extra, as scaler_fake_cloud's. Checked to fail before: a
     traceback ending in "No module named 'cryptography'"."""
     code = (
-        'import sys; sys.modules["cryptography"] = None; from scaler.entry_points.fake_kubernetes import main; '
-        "sys.exit(main(sys.argv[1:]))"
+        'import sys; sys.modules["cryptography"] = None; '
+        "from scaler_rehearsal.entry_points.fake_kubernetes import main; sys.exit(main(sys.argv[1:]))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code, "--port", "0", "--kubeconfig", str(tmp_path / "kubeconfig")],

@@ -18,6 +18,8 @@ from scaler.security.connection_files import discovered_connection, register_con
 from scaler_rehearsal.fake_cloud.link import LinkRelay, LinkShape, Route
 from tests.integration.conftest import BIN_DIR, DEADLINE_SECONDS, ProcessWatch
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.mark.timeout(120)
 def test_the_relay_carries_both_ways_intact_and_no_earlier_than_the_link_allows() -> None:

@@ -9,6 +9,8 @@ import pytest
 from scaler import Client, SchedulerClusterCombo
 from scaler.errors import IncompatiblePeerError
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.mark.timeout(120)
 def test_a_second_client_is_refused_until_the_first_has_closed() -> None:

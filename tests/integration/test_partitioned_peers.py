@@ -44,6 +44,8 @@ from tests.integration.conftest import (
 )
 from tests.integration.test_frozen_peers import events, run_once, starts
 
+pytestmark = pytest.mark.integration
+
 
 def run(*command: str) -> None:
     subprocess.run(command, check=True, capture_output=True, timeout=30)

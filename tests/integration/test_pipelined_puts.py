@@ -29,6 +29,8 @@ from scaler.payload.task_encoder import content_id
 from scaler.protocol.ids import ObjectID
 from tests.integration.conftest import Launcher, free_addresses, session_security, wait_for
 
+pytestmark = pytest.mark.integration
+
 OWNER = b"pipelined-test-client"
 
 

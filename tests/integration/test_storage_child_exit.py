@@ -14,6 +14,8 @@ import pytest
 
 from scaler.scheduler import storage_child as module
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.mark.timeout(30)
 @pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="pidfds are Linux's (5.3 and later)")

@@ -17,7 +17,6 @@ import os
 from pathlib import Path
 
 import pytest
-import zmq
 
 from scaler.io.address import free_tcp_port_block
 from scaler.object_storage.connection import ObjectStorageConnection
@@ -49,20 +48,14 @@ def test_a_large_object_crosses_the_link_in_pieces_and_is_stored_as_put(
         received = far.get_frames(b"o" * 32)
         assert b"".join(bytes(frame) for frame in received) == b"".join(frames)
         assert [bytes(frame) for frame in received] == frames, "the reader sees the frames of the put, not pieces"
-        assert isinstance(received[0].obj, zmq.Frame), "a small frame comes whole: a view of the received frame"
-        assert isinstance(received[1].obj, bytearray), "the large frame came in pieces, joined again by the reader"
-        # copy on write: what was received is this process's own and writable, and is not copied again
+        # off the server's host a read comes in parts (each piece shows the transfer moving, client_core rule 5),
+        # copied as it comes into this process's own buffers, one per frame of the put: writable, copy on write or not
+        assert all(isinstance(frame.obj, bytearray) for frame in received), "filled from the pieces as they came"
         writable = far.get_frames(b"o" * 32, copy_on_write=True)
         assert [bytes(frame) for frame in writable] == frames
         assert not any(frame.readonly for frame in writable)
-        assert isinstance(writable[0].obj, zmq.Frame), "a view of the received frame, not a copy"
-        # a reader that joins pieces itself (the result reader's deserialize_frames) gets them as received: the first
-        # frame (a serializer's marker) came whole, the large one in 4 pieces, none copied
-        pieces = far.get_frames(b"o" * 32, pieces=True)
-        assert [len(piece) for piece in pieces] == [len(frames[0]), *[WIRE_PIECE_BYTES] * 3, 17]
-        assert all(isinstance(piece.obj, zmq.Frame) for piece in pieces), "the pieces as received, not copies"
-        assert bytes(pieces[0]) == frames[0] and b"".join(pieces[1:]) == frames[1]
-        # ... unless the first frame came in pieces too: the frames of the put then, as without `pieces`
+        # a reader that could join pieces itself (`pieces`) gets the frames of the put too, whatever order they had
+        assert [bytes(frame) for frame in far.get_frames(b"o" * 32, pieces=True)] == frames
         far.put(b"p" * 32, frames[::-1], owner_id=OWNER)
         assert [bytes(frame) for frame in far.get_frames(b"p" * 32, pieces=True)] == frames[::-1]
         assert near.local_segments() is not None, "the test runs on the server's host: it maps what is stored"

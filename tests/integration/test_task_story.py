@@ -15,6 +15,8 @@ from scaler import Client
 from scaler.client.story import TaskStory
 from tests.integration.conftest import Launcher, kill_tree, wait_all_gone, wait_for, wait_for_workers
 
+pytestmark = pytest.mark.integration
+
 
 def inc(x: int) -> int:
     return x + 1

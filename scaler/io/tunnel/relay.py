@@ -402,4 +402,5 @@ def _alive(pid: int) -> bool:
 
 
 atexit.register(_stop_at_exit)
-os.register_at_fork(after_in_child=_forget_in_child)
+if hasattr(os, "register_at_fork"):  # absent where there is no fork (Windows), and so no forked child
+    os.register_at_fork(after_in_child=_forget_in_child)
