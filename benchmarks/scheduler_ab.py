@@ -44,6 +44,7 @@ def unpack(rev: str, into: Path) -> Path:
     archive = subprocess.run(["git", "-C", str(REPO_ROOT), "archive", rev, "scaler"], capture_output=True, check=False)
     if archive.returncode != 0:
         raise SystemExit(f"git archive {rev} failed: {archive.stderr.decode(errors='replace').strip()}")
+    into.mkdir(parents=True, exist_ok=True)
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
     return into
 
