@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, PeerID, TaskID, short
 from scaler.scheduler.core.core_state import CoreState
-from scaler.scheduler.core.follow_ups import TaskStep, ToClient
+from scaler.scheduler.core.follow_ups import TaskStep
 from scaler.scheduler.core.peers import WorkerRecord
 from scaler.scheduler.core.task_state import TaskEvent
 
@@ -110,7 +110,7 @@ class Actors:
         if spec.name and (owner, spec.name) in self._names:
             reason = f"an actor named {spec.name!r} is alive already; pick another name, or look it up (get_actor)"
             answer = m.TaskResult(task.task_id, m.ResultStatus.ERROR, error_message=reason)
-            state.emit(ToClient(PeerID(client), answer))
+            state.answer(PeerID(client), answer)
             return False
         record = ActorRecord(task.task_id, client, owner, task.function_name, spec, state.now)
         self.actors[task.task_id] = record
@@ -207,7 +207,7 @@ class Actors:
         del self._calls[result.task_id]
         caller = actor.at_worker.pop(result.task_id)
         actor.calls_done += 1
-        self._state.emit(ToClient(PeerID(caller), result))
+        self._state.answer(PeerID(caller), result)
         if actor.state == "stopped" and not actor.at_worker:
             self._forget(actor, f"the actor {actor.class_name} ended: it was stopped")  # its last call answered
 
@@ -368,7 +368,7 @@ class Actors:
 
     def _answer(self, client: ClientID, task_id: TaskID, status: m.ResultStatus, why: str) -> None:
         if PeerID(client) in self._state.clients:
-            self._state.emit(ToClient(PeerID(client), m.TaskResult(task_id, status, error_message=why)))
+            self._state.answer(PeerID(client), m.TaskResult(task_id, status, error_message=why))
 
     def _owner(self, client: ClientID, from_task: bytes = b"") -> str:
         """The key whose actors' names a client's start or lookup sees (rule 5)."""

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import PeerID
+from scaler.scheduler.core.client_answers import Answer
 from scaler.scheduler.core.effects import Effect, Send
 from scaler.scheduler.core.follow_ups import FollowUp
 from scaler.scheduler.core.graphs import GraphRegistry
@@ -25,6 +26,10 @@ from scaler.scheduler.core.task_table import TaskTable
 
 def _unrouted(follow_up: FollowUp) -> None:
     raise RuntimeError(f"{type(follow_up).__name__} emitted before the core routed its follow-ups")
+
+
+def _unanswered(peer: PeerID, message: Answer) -> None:
+    raise RuntimeError(f"{type(message).__name__} answered before the core routed answers")
 
 
 class CoreState:
@@ -41,6 +46,9 @@ class CoreState:
         self.effects: list[Effect] = []
         #: what a registry says should follow; the core routes each to the registry that carries it out
         self.emit: Callable[[FollowUp], None] = _unrouted
+        #: an answer for a client (sent, or held while it is away), as the core routes it (`routing.py`: the client
+        #: sessions'); on the path of every task, so a call the core binds once rather than a follow-up routed each time
+        self.answer: Callable[[PeerID, Answer], None] = _unanswered
         self.now = 0.0
         #: latest wall-clock time minus monotonic `now`, from the ticks; stamps what the monitor feed shows
         self.wall_offset = 0.0

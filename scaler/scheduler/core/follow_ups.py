@@ -13,23 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scaler.protocol import messages as m
-from scaler.protocol.frozen_values import quick_init
 from scaler.protocol.ids import ClientID, PeerID, TaskID
-from scaler.scheduler.core.client_answers import Answer
 from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, WorkerRecord
 from scaler.scheduler.core.processor_links import ProcessorLink
 from scaler.scheduler.core.task_state import TaskEvent
 
 # ------------------------------------------------------------ for a client's session
-
-
-@quick_init
-@dataclass(frozen=True, slots=True)
-class ToClient:
-    """An answer for a client: sent while it is present, held while it is away (client_sessions.py)."""
-
-    peer: PeerID
-    message: Answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,7 +254,7 @@ class ScalingDecided:
 
 
 FollowUp = (
-    ToClient | ClientHello | ClientBack | ClientLeft | ClusterShutdown
+    ClientHello | ClientBack | ClientLeft | ClusterShutdown
     | TaskStep | TaskEnded | RoomAt | TakeBack | KillProcessor | StopOnLink | HeldAgain | CancelConfirmed | GivenBack
     | Drain | NoticeOver | Cancel | GraphSubmitted
     | WorkerJoined | WorkerLeft | Reclaimed | HeartbeatAnswered | Surplus | HeldFromBefore | HeldForgotten

@@ -14,7 +14,6 @@ from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, PeerID, short
 from scaler.scheduler.core.core_state import CoreState
 from scaler.scheduler.core.effects import DeleteOwnerObjects
-from scaler.scheduler.core.follow_ups import ToClient
 from scaler.scheduler.core.jobs import JobRecord
 
 logger = logging.getLogger(__name__)
@@ -46,7 +45,7 @@ class JobRequests:
         state.send(peer, m.JobReply(found.name, True, "", found.task_ids, found.state, bytes(found.submitter)))
         if request.follow:
             for answer in state.jobs.follow(found, peer):
-                state.emit(ToClient(peer, answer))
+                state.answer(peer, answer)
 
     def expire(self) -> None:
         state = self._state

@@ -157,10 +157,17 @@ class LinkSessions:
             link.results_read.clear()
         return link
 
-    def on_result(self, link: ProcessorLink, result: m.TaskResult) -> tuple[WorkerRecord, bool]:
-        """A task's result (not an actor call's) on its link, which ends it there: its worker, and whether the
-        processors the worker keeps may change (`keep_processors`). On the path of every task: `_end` inline."""
-        worker = self._state.workers[link.worker]
+    def on_result(self, peer: PeerID, result: m.TaskResult) -> tuple[WorkerRecord, bool]:
+        """A task's result (not an actor call's) read on its link, which ends it there: its worker, and whether the
+        processors the worker keeps may change (`keep_processors`). On the path of every task: `result_read` and
+        `_end` inline."""
+        state = self._state
+        link = state.processors[peer]
+        link.results_read.append(result.task_id)
+        if len(link.results_read) >= RESULTS_READ_BATCH:
+            state.send(link.peer, m.HeartbeatEcho(results_read=tuple(link.results_read)))
+            link.results_read.clear()
+        worker = state.workers[link.worker]
         task_id = result.task_id
         parked, hosting, long = link.parked, link.hosting, link.long
         link.end(task_id, self._state.now)

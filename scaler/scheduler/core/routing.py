@@ -61,7 +61,6 @@ from scaler.scheduler.core.follow_ups import (
     TakeBack,
     TaskEnded,
     TaskStep,
-    ToClient,
     WorkerJoined,
     WorkerLeft,
 )
@@ -107,6 +106,7 @@ class Routing:
         self.client_handlers, self.worker_handlers, self.manager_handlers, self.processor_handlers = self._wire()
         self._follow_ups = self._follow_up_table()
         state.emit = self.carry
+        state.answer = registries.client_sessions.answer
 
     def carry(self, follow_up: FollowUp) -> None:
         """Carry out what a registry says should follow, at once (`follow_ups.py`)."""
@@ -161,7 +161,6 @@ class Routing:
         r, state = self._r, self._state
         lifecycle, actors, links = r.lifecycle, r.actors, r.link_sessions
         return {
-            ToClient: lambda f: r.client_sessions.answer(f.peer, f.message),
             ClientHello: self._client_hello,
             ClientBack: lambda f: r.client_sessions.back(f.peer, f.resuming),
             ClientLeft: self._client_left,
@@ -310,11 +309,10 @@ class Routing:
         """On the path of every task."""
         r = self._r
         links = r.link_sessions
-        link = links.result_read(peer, result)
         if r.actors.is_call(result.task_id):
-            r.actors.call_result(link.worker, result)
+            r.actors.call_result(links.result_read(peer, result).worker, result)
             return
-        worker, changed = links.on_result(link, result)
+        worker, changed = links.on_result(peer, result)
         self.task_ended(worker.peer, result)
         if changed:
             links.keep_processors(worker)

@@ -30,7 +30,7 @@ from scaler.protocol.messages import (
 )
 from scaler.scheduler.core.core_state import CoreState
 from scaler.scheduler.core.effects import DeleteObjects, Send
-from scaler.scheduler.core.follow_ups import TaskStep, ToClient
+from scaler.scheduler.core.follow_ups import TaskStep
 from scaler.scheduler.core.free_workers import FreeEntry, FreeWorkers
 from scaler.scheduler.core.graphs import GraphRecord, graph_problem
 from scaler.scheduler.core.memory_retry import bigger_place, not_retried, retried
@@ -114,7 +114,7 @@ class TaskLifecycle:
             return
         if self._max_tasks_waiting >= 0 and len(self._tasks.queue) >= self._max_tasks_waiting:
             reason = f"refused: {len(self._tasks.queue)} tasks already wait for a worker (max-number-of-tasks-waiting)"
-            self._answer(PeerID(client), TaskResult(task.task_id, ResultStatus.NO_WORKER, error_message=reason))
+            self._state.answer(PeerID(client), TaskResult(task.task_id, ResultStatus.NO_WORKER, error_message=reason))
             return
         words: Words = cause
         if not cause:
@@ -133,7 +133,7 @@ class TaskLifecycle:
             problem = "a node reuses the id of a task that is still running"
         if problem is not None:
             for target in graph.targets:
-                self._answer(PeerID(client), TaskResult(target, ResultStatus.ERROR, error_message=problem))
+                self._state.answer(PeerID(client), TaskResult(target, ResultStatus.ERROR, error_message=problem))
             return
         self._graphs.register(graph)
         cause = ("graph submitted by client {}", client)  # one for its nodes' openings
@@ -187,7 +187,7 @@ class TaskLifecycle:
             record = self._tasks.get(task_id)
             if record is None or record.client_id != client:
                 self._tasks.not_found += 1
-                self._answer(PeerID(client), TaskCancelConfirm(task_id, CancelOutcome.NOT_FOUND))
+                self._state.answer(PeerID(client), TaskCancelConfirm(task_id, CancelOutcome.NOT_FOUND))
                 continue
             graph = self._graphs.get(record.graph_id) if record.graph_id else None
             if queued_only and (graph is not None or record.state not in NOT_DISPATCHED):
@@ -543,11 +543,11 @@ class TaskLifecycle:
             if admitted.deleted is not None:  # over its owner's storage quota: refused, its object freed
                 self._effects.append(DeleteObjects((admitted.deleted,)))
             for follower in sorted(followers):
-                self._answer(follower, admitted.answer)
+                self._state.answer(follower, admitted.answer)
             return
         if graph is None:
             if not record.client_gone:
-                self._answer(PeerID(record.client_id), answer)
+                self._state.answer(PeerID(record.client_id), answer)
             return
         self._end_graph_node(graph, record, answer, propagate)
 
@@ -564,7 +564,7 @@ class TaskLifecycle:
             for user in self._graphs.downstream(graph, node):
                 self.apply(user, TaskEvent.DEPENDENCY_FAILED, failure=answer)
         if node in graph.targets and not record.client_gone:
-            self._answer(PeerID(record.client_id), answer)
+            self._state.answer(PeerID(record.client_id), answer)
         released.extend(self._graphs.ended(graph, node))
         garbage = tuple(
             ObjectID(given.data)
@@ -578,10 +578,6 @@ class TaskLifecycle:
         self, peer: PeerID, message: Task | TaskResult | TaskCancel | TaskCancelConfirm | TaskReturn | ProcessorKill
     ) -> None:
         self._effects.append(Send(peer, message))
-
-    def _answer(self, peer: PeerID, message: TaskResult | TaskCancelConfirm) -> None:
-        """An answer for a client, through its session (sent, or held while it is away: client_sessions.py)."""
-        self._state.emit(ToClient(peer, message))
 
     def step(self, step: TaskStep) -> None:
         """A lifecycle event another registry asks for (`follow_ups.TaskStep`), with only the details it gives."""
