@@ -48,9 +48,10 @@ test-tools:
 		if [ -n "$$policy" ]; then rm -f /usr/sbin/policy-rc.d; fi; \
 	fi
 
-# The browser client's page test (tests/integration/test_browser_page.py): Pyodide and the page's wheels in a cache
-# (`docs/try_page.py fetch`: the npm package `pyodide`, cloudpickle and typing_extensions from PyPI; nothing is fetched
-# at test time), and an environment of the page's Python (3.13) for the cluster it connects to, since a scheduler
+# The browser client's page test (tests/integration/test_browser_page.py): Pyodide and tweetnacl in a cache
+# (`docs/try_page.py fetch`: the npm packages, checked against the digests pinned in scaler/browser/served_page.py;
+# the page's wheels are packed from what is installed when it is served; nothing is fetched at test time), and an
+# environment of the page's Python (3.13) for the cluster it connects to, since a scheduler
 # refuses a client of another Python minor: .venv-3.13, the one test-pythons uses too. Without npm or a Python 3.13
 # (pyenv's, or python3.13 on PATH) that test skips, saying why.
 BROWSER_PYTHON ?= 3.13

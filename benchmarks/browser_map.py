@@ -16,7 +16,6 @@ import argparse
 import contextlib
 import functools
 import http.server
-import importlib.util
 import os
 import re
 import statistics
@@ -28,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from scaler.browser.served_page import PYODIDE_PYTHON, PYODIDE_VERSION, assemble
 from scaler.config.example_files import example_text
 from scaler.io.address import free_tcp_port_block
 
@@ -59,14 +59,6 @@ with Client(sys.argv[1]) as client:
         assert client.map(inc, range({tasks}))[-1] == {tasks}
         print(time.perf_counter() - began, flush=True)
 """
-
-
-def try_page() -> Any:
-    spec = importlib.util.spec_from_file_location("try_page", ROOT / "docs" / "try_page.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @contextlib.contextmanager
@@ -145,13 +137,12 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=5)
     arguments = parser.parse_args()
-    page = try_page()
-    python = ROOT / f".venv-{page.PYODIDE_PYTHON}" / "bin" / "python"
+    python = ROOT / f".venv-{PYODIDE_PYTHON}" / "bin" / "python"
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
-        subprocess.run([str(python), "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(folder / "dist"),
-                        str(ROOT)], check=True)  # fmt: skip
-        page.assemble(folder / "site" / "try", next((folder / "dist").glob("*.whl")))
+        problem = assemble(folder / "site" / "try").problem  # wheels of this environment's scaler and dependencies
+        if problem is not None:
+            raise SystemExit(f"browser_map: the page cannot run: {problem}")
         keys = folder / "browser-keys"
         subprocess.run([str(python.parent / "scaler_keygen"), "export", str(keys), "--role", "client"],
                        check=True, capture_output=True)  # fmt: skip
@@ -177,7 +168,7 @@ def main() -> None:
             load = statistics.median(loads)
     page_median, native_median = statistics.median(browser), statistics.median(cpython)
     print(f"map of {arguments.tasks:,} tiny tasks, median of {arguments.repeat} alternated (load average {load:.1f}):")
-    print(f"  browser (Pyodide {page.PYODIDE_VERSION}, chromium): {page_median * 1000:.0f} ms  "
+    print(f"  browser (Pyodide {PYODIDE_VERSION}, chromium): {page_median * 1000:.0f} ms  "
           f"{[round(value * 1000) for value in browser]}")  # fmt: skip
     print(f"  CPython (scaler.Client):            {native_median * 1000:.0f} ms  "
           f"{[round(value * 1000) for value in cpython]}")  # fmt: skip

@@ -1,5 +1,5 @@
 """Build the documentation site: the pages of docs/ with Sphinx and MyST, the API reference with pdoc beside them,
-and the page "Try it in your browser" (docs/try/, assembled by docs/try_page.py with this tree's wheel) in try/.
+and the page "Try it in your browser" (docs/try/, with the wheels and Pyodide it loads) in try/.
 
     python docs/build_site.py [OUTPUT_DIR]      # `make docs`: build/docs/html (open index.html)
 
@@ -11,9 +11,7 @@ without warnings or not at all. The API reference lands in OUTPUT_DIR/api, where
 from __future__ import annotations
 
 import importlib.util
-import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
@@ -30,8 +28,8 @@ def build_pages(output: Path, doctrees: Path) -> int:
 
 
 def beside(name: str) -> ModuleType:
-    """A script of docs/ as a module (build_api_reference.py, try_page.py: files beside this one, not modules of
-    scaler; each runs on its own too)."""
+    """A script of docs/ as a module (build_api_reference.py: a file beside this one, not a module of scaler; it runs
+    on its own too)."""
     spec = importlib.util.spec_from_file_location(name, DOCS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -40,18 +38,15 @@ def beside(name: str) -> ModuleType:
 
 
 def build_try_page(output: Path) -> bool:
-    """The page in OUTPUT_DIR/try, with a wheel of this tree (Pyodide and the page's other wheels from the cache when
-    `make browser-tools` filled it; otherwise the page loads them from Pyodide's CDN)."""
-    with tempfile.TemporaryDirectory() as scratch:
-        built = subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", scratch, str(DOCS.parent)],
-            capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-        wheels = sorted(Path(scratch).glob("scaler_compute-*.whl"))
-        if built.returncode != 0 or not wheels:
-            print(f"build_site: the try page's wheel could not be built:\n{built.stderr}", file=sys.stderr)
-            return False
-        beside("try_page").assemble(output / "try", wheels[0])
+    """The page in OUTPUT_DIR/try (scaler.browser.served_page): wheels of what is installed here (this tree's scaler,
+    in the environment that builds the site), Pyodide from the cache when `make browser-tools` filled it (otherwise
+    the page loads it from the CDN)."""
+    from scaler.browser.served_page import assemble
+
+    problem = assemble(output / "try").problem
+    if problem is not None:
+        print(f"build_site: the try page cannot run: {problem}", file=sys.stderr)
+        return False
     return True
 
 

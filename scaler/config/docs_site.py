@@ -17,7 +17,8 @@ import http.server
 import os
 import re
 import shutil
-from collections.abc import Callable
+import urllib.parse
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,13 @@ td, th { border: 1px solid #ddd; padding: .3rem .5rem; vertical-align: top; text
 img { max-width: 100%; } a { color: #0a58ca; }
 """
 
+#: The folder of the page "Try it in your browser" (docs/try/), whose files the site copies as they are: the page
+#: runs only when served (`serve`, with what it loads: scaler.browser.served_page).
+TRY_FOLDER = "try"
+#: The name of that page for `--open` and `--serve`.
+TRY_PAGE = "try"
+
+
 _LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]*)\)")
 _CODE = re.compile(r"`([^`]+)`")
 _RAW_TAG = re.compile(r"&lt;(/?(?:a|code|b|i|em|strong|br)\b.*?)&gt;")
@@ -51,6 +59,8 @@ def site_folder() -> Path:
     digest = hashlib.sha256()
     for name in page_names():
         digest.update(name.encode() + b"\0" + page_text(name).encode())
+    for name, data in _try_files():
+        digest.update(name.encode() + b"\0" + data)
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     folder = cache / "scaler" / "docs" / f"{__version__}-{digest.hexdigest()[:12]}"
     if not (folder / "index.html").is_file():
@@ -76,8 +86,19 @@ def render_site(folder: Path) -> None:
                 if entry.name.endswith((".svg", ".png")):
                     (staging / pictures).mkdir(parents=True, exist_ok=True)
                     (staging / pictures / entry.name).write_bytes(entry.read_bytes())
+    for name, data in _try_files():
+        (staging / TRY_FOLDER).mkdir(parents=True, exist_ok=True)
+        (staging / TRY_FOLDER / name).write_bytes(data)
     shutil.rmtree(folder, ignore_errors=True)
     os.replace(staging, folder)
+
+
+def _try_files() -> list[tuple[str, bytes]]:
+    source = docs_root() / TRY_FOLDER
+    if not source.is_dir():
+        return []
+    files = [entry for entry in source.iterdir() if entry.name.endswith((".html", ".js"))]
+    return sorted((entry.name, entry.read_bytes()) for entry in files)
 
 
 #: The modules of the API reference (the API page links to their pages), as the Sphinx site's pdoc reference has.
@@ -226,18 +247,25 @@ def _site_address(target: str) -> str:
     return path + hash_mark + anchor
 
 
+def site_page(name: str) -> str:
+    """The path in the site of page `name` without `.html`: the index for "", the try page for "try"."""
+    if not name:
+        return "index"
+    return f"{TRY_FOLDER}/index" if name.strip() == TRY_PAGE else find_page(name)
+
+
 def page_address(name: str) -> str:
     """The file address of page `name` of the site (the index for ""), rendered first if need be."""
-    page = find_page(name) if name else "index"
-    return (site_folder() / f"{page}.html").as_uri()
+    return (site_folder() / f"{site_page(name)}.html").as_uri()
 
 
-def serve(port: int, name: str, on_ready: Callable[[str], None]) -> None:
+def serve(port: int, name: str, on_ready: Callable[[str], None], files: Mapping[str, Path] | None = None) -> None:
     """Serve the site on 127.0.0.1:`port` (0: a free one) until KeyboardInterrupt; `on_ready(url)` once it listens,
-    with the address of page `name`."""
+    with the address of page `name`. `files`: more to serve, by their path in the site (the try page's wheels and
+    Pyodide, which are not the site's own)."""
     folder = site_folder()
-    page = find_page(name) if name else "index"
-    handler = functools.partial(_QuietHandler, directory=str(folder))
+    page = site_page(name)
+    handler = functools.partial(_QuietHandler, directory=str(folder), files=dict(files or {}))
     with _QuietServer(("127.0.0.1", port), handler) as server:
         on_ready(f"http://127.0.0.1:{server.server_address[1]}/{page}.html")
         try:
@@ -254,5 +282,18 @@ class _QuietServer(http.server.ThreadingHTTPServer):
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def __init__(self, *args: Any, files: dict[str, Path], **kwargs: Any) -> None:
+        self.files = files
+        super().__init__(*args, **kwargs)
+
+    def translate_path(self, path: str) -> str:
+        served = self.files.get(urllib.parse.unquote(urllib.parse.urlsplit(path).path).lstrip("/"))
+        return str(served) if served is not None else super().translate_path(path)
+
+    def end_headers(self) -> None:
+        """Every answer asked for again (a 304 when unchanged): a server started again may serve other files."""
+        self.send_header("Cache-Control", "no-cache")
+        super().end_headers()
+
     def log_message(self, format: str, *args: Any) -> None:
         pass

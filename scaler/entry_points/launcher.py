@@ -45,7 +45,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--open", action="store_true",
-        help="with --docs [NAME]: open the documentation site (the page NAME, else its index) in a browser",
+        help="with --docs [NAME]: open the documentation site (the page NAME, else its index) in a browser; "
+        "`scaler --docs try --open` serves it on a free port for the page that runs scaler in your browser",
     )  # fmt: skip
     parser.add_argument(
         "--serve", type=int, metavar="PORT",
@@ -257,6 +258,8 @@ def _print_docs(name: str) -> int:
     from scaler.config.installed_docs import docs_listing, page_for_terminal
     from scaler.config.loader import ConfigError
 
+    if name.strip() == "try":
+        return _write(TRY_PAGE_TEXT)
     try:
         text = page_for_terminal(name) if name else docs_listing("scaler") + "\n"
     except ConfigError as error:
@@ -265,17 +268,28 @@ def _print_docs(name: str) -> int:
     return _write(text)
 
 
+#: What `scaler --docs try` prints: that page runs in a browser, served.
+TRY_PAGE_TEXT = """The page "Try it in your browser" runs scaler's client in a web page; it runs only when served:
+
+    scaler --docs try --open          # served on a free port, opened in your browser
+    scaler --docs try --serve 8765    # then open http://127.0.0.1:8765/try/index.html
+
+How to start a cluster it reaches: `scaler --docs browser`.
+"""
+
+
 def _show_site(name: str, port: int | None) -> int:
-    """`--docs [NAME] --open`: the site's page in a browser; `--serve PORT`: the site served until Ctrl-C."""
+    """`--docs [NAME] --open`: the site's page in a browser; `--serve PORT`: the site served until Ctrl-C. The page
+    "Try it in your browser" (NAME `try`) runs only when served: `--open` serves the site on a free port for it."""
     import webbrowser
 
     from scaler.config import docs_site
     from scaler.config.loader import ConfigError
 
+    serving = port is not None or name.strip() == docs_site.TRY_PAGE
     try:
-        if port is not None:
-            docs_site.serve(port, name, lambda url: print(f"scaler: the documentation at {url} (Ctrl-C stops)",
-                                                          flush=True))  # fmt: skip
+        if serving:
+            _serve_site(name, port if port is not None else 0, opening=port is None)
             return 0
         address = docs_site.page_address(name)
     except ConfigError as error:
@@ -289,6 +303,32 @@ def _show_site(name: str, port: int | None) -> int:
     else:
         print(f"scaler: no browser found here: open {address}, or serve it with `scaler --docs --serve 8000`")
     return 0
+
+
+def _serve_site(name: str, port: int, opening: bool) -> None:
+    """The site with what the try page loads (its wheels, made from what is installed here; Pyodide from the cache
+    when it has it), until Ctrl-C; `opening`: the page opened in a browser once it is served."""
+    import tempfile
+    import webbrowser
+    from pathlib import Path
+
+    from scaler.browser import served_page
+    from scaler.config import docs_site
+
+    with tempfile.TemporaryDirectory(prefix="scaler-try-page-") as scratch:
+        page = served_page.served_page(Path(scratch), server_python=served_page.python_minor())
+        cache = served_page.pyodide_folder(served_page.runtime_cache())
+
+        def ready(url: str) -> None:
+            print(f"scaler: the documentation at {url} (Ctrl-C stops)", flush=True)
+            where = f"from {cache}" if page.local_runtime else f"from {served_page.PYODIDE_CDN} ({cache} has none)"
+            print(f'scaler: its page "Try it in your browser" loads Pyodide {where}', flush=True)
+            if page.problem is not None:
+                print(f'scaler: its page "Try it in your browser" cannot run: {page.problem}', file=sys.stderr)
+            if opening and not webbrowser.open(url):
+                print(f"scaler: no browser found here: open {url}", flush=True)
+
+        docs_site.serve(port, name, ready, page.files)
 
 
 def _write(text: str) -> int:

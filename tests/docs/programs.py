@@ -37,6 +37,8 @@ _READY_LINES: dict[str, str] = {
     "scaler_top": "Shortcuts:",
     "scaler_link": "scaler_link: round trip",
 }
+#: What `scaler --docs [NAME] --serve PORT` prints once it serves the documentation site.
+_SITE_SERVED = "scaler: the documentation at http"
 #: programs that draw on a terminal: they get a pseudo-terminal, as in a reader's terminal
 _TERMINAL_PROGRAMS = frozenset({"scaler_top"})
 
@@ -65,6 +67,9 @@ def long_running(command: str, cwd: Path) -> LongRunning | None:
     if not words or _ONE_SHOT_FLAGS & set(words):
         return None
     program = Path(words[0]).name
+    if program == "scaler" and "--docs" in words:  # a page printed, or the site served with --serve
+        served = LongRunning(program, lambda output: _SITE_SERVED in output, repr(_SITE_SERVED), False)
+        return served if "--serve" in words else None
     if program == "scaler":
         files = [word for word in words[1:] if not word.startswith("-")]
         return None if not files else _stack(cwd / files[0])

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.docs.programs import long_running
 from tests.docs.runner import PageRun
 from tests.docs.steps import Kind, PageError, page_steps
 
@@ -115,6 +116,14 @@ def test_a_script_that_prints_other_than_the_page_says_fails(tmp_path: Path) -> 
 
 
 @pytest.mark.integration  # it runs the steps: shells, scripts, servers
+def test_the_served_documentation_is_ready_once_it_says_its_address(tmp_path: Path) -> None:
+    served = long_running("scaler --docs try --serve 8765", tmp_path)
+    assert served is not None and not served.terminal
+    assert not served.ready("")
+    assert served.ready("scaler: the documentation at http://127.0.0.1:8765/try/index.html (Ctrl-C stops)\n")
+    assert long_running("scaler --docs try", tmp_path) is None  # prints the page's text and ends
+
+
 def test_a_failing_command_and_a_bad_toml_fail_their_steps(tmp_path: Path) -> None:
     run = page_run(tmp_path)
     failing, toml = page_steps("page.md", "```bash\ntrue\nfalse\n```\n\n```toml\n[a\n```\n")

@@ -84,11 +84,13 @@ def locked(path: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def fresh_environment(root: Path, wheel: Path) -> Path:
+def fresh_environment(root: Path, wheel: Path, base: Path | None = None) -> Path:
     """A new virtual environment with the wheel and the others of its folder (the rehearsals') installed; returns
-    its Python."""
+    its Python. `base`: the Python of another environment (another Python version's), whose interpreter makes the
+    new one and whose installed dependencies it takes; this one's by default."""
     environment = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(environment)], check=True, timeout=120)
+    base_python = str(base) if base is not None else sys.executable
+    subprocess.run([base_python, "-m", "venv", "--without-pip", str(environment)], check=True, timeout=120)
     python = environment / "bin" / "python"
     site_packages = Path(
         subprocess.run(
@@ -99,7 +101,7 @@ def fresh_environment(root: Path, wheel: Path) -> Path:
     for each in sorted(wheel.parent.glob("*.whl")):
         with zipfile.ZipFile(each) as archive:
             archive.extractall(site_packages)
-    ours = dict.fromkeys(sysconfig.get_paths()[kind] for kind in ("purelib", "platlib"))  # compiled ones in platlib
+    ours = dict.fromkeys(_site_folders(base_python))  # compiled ones in platlib
     (site_packages / "dependencies.pth").write_text("".join(f"{path}\n" for path in ours))
     where = subprocess.run(
         [str(python), "-c", "import scaler; print(scaler.__file__)"],
@@ -108,3 +110,24 @@ def fresh_environment(root: Path, wheel: Path) -> Path:
     assert where.returncode == 0, where.stderr
     assert Path(where.stdout.strip()).is_relative_to(site_packages), f"scaler imported from {where.stdout}"
     return python
+
+
+def _site_folders(python: str) -> list[str]:
+    """Where `python` finds its installed distributions: purelib, then platlib."""
+    if python == sys.executable:
+        return [sysconfig.get_paths()[kind] for kind in ("purelib", "platlib")]
+    asked = "import sysconfig; print(sysconfig.get_paths()['purelib']); print(sysconfig.get_paths()['platlib'])"
+    done = subprocess.run([python, "-c", asked], capture_output=True, text=True, check=True, timeout=60)
+    return done.stdout.split()
+
+
+#: A console script run by its entry point (a fresh environment has the wheel's files, not its scripts):
+#: `python -c RUN_COMMAND NAME ARGS...`.
+RUN_COMMAND = """
+import sys
+from importlib.metadata import entry_points
+
+(script,) = [s for s in entry_points(group="console_scripts") if s.name == sys.argv[1]]
+sys.argv = sys.argv[1:]
+sys.exit(script.load()())
+"""

@@ -1,11 +1,12 @@
 """The documentation site as a reader meets it: `docs/build_site.py` (what `make docs` runs) builds it without a
 warning, a local HTTP server serves the folder, and Debian's chromium (through Selenium, as the dashboard's tests
-drive it) opens the first page and follows every link inside the site: every page of docs/ and docs/guide/ and the
-API reference is reached, every link leads to something the server has, every `#anchor` names an element of its page,
-every picture loads, and the search page finds a word.
+drive it) opens the first page and follows every link inside the site: every page of docs/ and docs/guide/, the API
+reference and the try page are reached, every link leads to something the server has, every `#anchor` names an element
+of its page, every picture loads, everything a page loads from the site (the try page: Pyodide, its wheels) answers,
+and the search page finds a word.
 
-The walk itself is checked on a small site of four pages with a broken link, a broken anchor and a broken picture:
-it reports each (`test_the_walk_reports_a_broken_link_anchor_and_picture`), and a clean one reports nothing.
+The walk itself is checked on a small site of two pages with a broken link, a broken anchor, a broken picture and a
+script that is not there: it reports each (`test_the_walk_reports_a_broken_link_anchor_and_picture`).
 """
 
 from __future__ import annotations
@@ -44,8 +45,9 @@ needs_sphinx = pytest.mark.skipif(
     reason="the docs extra is not installed (make test installs it: .[test,dev,docs])",
 )
 
-#: What a page tells the walk in one script call: its links (resolved), the ids of its elements, and its pictures
-#: that did not load.
+#: What a page tells the walk in one script call: its links (resolved), the ids of its elements, its pictures that
+#: did not load, and what else it loaded (scripts, fetches: address and HTTP status; not its pictures, told already,
+#: nor the browser's own request of a favicon).
 PAGE_FACTS = """
 return {
   links: [...document.querySelectorAll('a[href]')].map(a => a.href),
@@ -53,7 +55,15 @@ return {
        [...document.querySelectorAll('a[name]')].map(e => e.name)),
   broken_pictures: [...document.querySelectorAll('img')].filter(i => !(i.complete && i.naturalWidth > 0))
        .map(i => i.getAttribute('src')),
+  loaded: performance.getEntriesByType('resource')
+       .filter(e => e.initiatorType !== 'img' && !e.name.endsWith('/favicon.ico'))
+       .map(e => [e.name, e.responseStatus]),
 };
+"""
+#: A page that loads a program (the try page: `window.scalerPage.ready`) has loaded what it loads once that settles.
+SETTLED = """
+const done = arguments[arguments.length - 1];
+if (!window.scalerPage) { done(true); } else { window.scalerPage.ready.then(() => done(true), () => done(false)); }
 """
 
 
@@ -112,6 +122,7 @@ def chromium(tmp_path: Path) -> Iterator[Any]:
     for flag in flags:
         options.add_argument(flag)
     driver = webdriver.Chrome(service=DriverService(str(CHROMEDRIVER)), options=options)
+    driver.set_script_timeout(300)  # a page that loads Python (the try page) settles in tens of seconds
     try:
         yield driver
     finally:
@@ -140,11 +151,14 @@ def walk(driver: Any, base: str) -> Walk:
         url = queue.pop(0)
         driver.get(url)
         wait_for(lambda: driver.execute_script("return document.readyState") == "complete", f"{url} loaded")
+        driver.execute_async_script(SETTLED)
         facts = driver.execute_script(PAGE_FACTS)
         path = urllib.parse.urlsplit(url).path
         walked.pages.add(path)
         ids[url] = set(facts["ids"])
         walked.problems += [f"{path}: picture {src} did not load" for src in facts["broken_pictures"]]
+        walked.problems += [f"{path}: loading {address} answered {status}" for address, status in facts["loaded"]
+                            if address.startswith(base) and not 200 <= status < 400]  # fmt: skip
         for link in facts["links"]:
             target, _, anchor = link.partition("#")
             if not target.startswith(base):
@@ -167,8 +181,8 @@ def walk(driver: Any, base: str) -> Walk:
 
 
 def expected_paths() -> set[str]:
-    """The URL path of every page of docs/ and docs/guide/, and the API reference's."""
-    return {f"/{page}.html" for page in pages()} | {"/api/scaler.html", "/api/scaler/errors.html"}
+    """The URL path of every page of docs/ and docs/guide/, the API reference's, and the try page's."""
+    return {f"/{page}.html" for page in pages()} | {"/api/scaler.html", "/api/scaler/errors.html", "/try/index.html"}
 
 
 @needs_browser
@@ -196,7 +210,9 @@ def small_site(folder: Path) -> Path:
         '<h1 id="top">Index</h1><a href="a.html">a</a> <a href="a.html#here">here</a> <a href="a.html#gone">gone</a>'
         ' <a href="missing.html">missing</a> <a href="https://example.invalid/">outside</a>'
     )
-    (folder / "a.html").write_text('<h1 id="here">A</h1><img src="nope.png"><a href="index.html#top">back</a>')
+    (folder / "a.html").write_text(
+        '<h1 id="here">A</h1><img src="nope.png"><a href="index.html#top">back</a><script src="gone.js"></script>'
+    )
     return folder
 
 
@@ -205,7 +221,8 @@ def test_the_walk_reports_a_broken_link_anchor_and_picture(tmp_path: Path, brows
     with serve(small_site(tmp_path / "small")) as base:
         walked = walk(browser, base)
         assert walked.pages == {"/index.html", "/a.html"}
-        assert len(walked.problems) == 3, walked.problems
+        assert len(walked.problems) == 4, walked.problems
         assert any("missing.html answers 404" in problem for problem in walked.problems)
+        assert any(problem.endswith("gone.js answered 404") for problem in walked.problems)
         assert any("a.html#gone: no such anchor" in problem for problem in walked.problems)
         assert any("picture nope.png did not load" in problem for problem in walked.problems)

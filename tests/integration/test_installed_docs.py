@@ -16,26 +16,16 @@ from pathlib import Path
 
 import pytest
 
+from scaler.browser.served_page import runtime_cache
 from scaler.config.completion import command_names
 from scaler.config.example_files import EXAMPLES
-from tests.integration.fresh_install import fresh_environment, run_wheel
+from tests.integration.fresh_install import RUN_COMMAND, fresh_environment, run_wheel
 from tests.integration.test_docs_site import chromium, expected_paths, needs_browser, walk
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600), pytest.mark.xdist_group("test_installed_docs")]
 
 #: a repository path a pip user does not have: docs/*.md or config/*.toml
 REPOSITORY_PATH = re.compile(r"(?<![\w/])(docs/[\w/]+\.md|config/[\w.]+\.toml)")
-
-
-#: a console script run by its entry point (the fresh environment has the wheel's files, not its scripts)
-RUN_COMMAND = """
-import sys
-from importlib.metadata import entry_points
-
-(script,) = [s for s in entry_points(group="console_scripts") if s.name == sys.argv[1]]
-sys.argv = sys.argv[1:]
-sys.exit(script.load()())
-"""
 
 
 @pytest.fixture(scope="module")
@@ -90,10 +80,16 @@ def test_the_terminal_shows_pages_as_text(fresh_python: Path, tmp_path: Path) ->
 @needs_browser
 def test_the_site_the_wheel_serves_in_a_browser(fresh_python: Path, tmp_path: Path) -> None:
     """issue 77, item 5: `scaler --docs --serve PORT` from the wheel (no clone, no docs toolchain) serves the whole
-    site: a browser reaches every page of docs/ and docs/guide/ and the API reference from the index, every link
-    inside the site leads to something served, every anchor names an element of its page, every picture loads.
-    Checked to fail before: `--serve` was no flag (exit 2)."""
-    environment = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    site: a browser reaches every page of docs/ and docs/guide/, the API reference and the try page from the index,
+    every link inside the site leads to something served, every anchor names an element of its page, every picture
+    loads, and what the try page loads from the site (its wheels, Pyodide from the cache `make browser-tools` fills)
+    answers. Checked to fail before: `--serve` was no flag (exit 2); and, before the wheel served the try page, the
+    guide's link to it answered 404."""
+    environment = {
+        **os.environ,
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "SCALER_BROWSER_CACHE": str(runtime_cache()),
+    }
     server = subprocess.Popen([str(fresh_python), "-m", "scaler", "--docs", "--serve", "0"], cwd=tmp_path,
                               stdout=subprocess.PIPE, text=True, env=environment)  # fmt: skip
     try:
