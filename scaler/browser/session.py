@@ -45,6 +45,7 @@ from scaler.client.core import (
 )
 from scaler.client.future import ScalerFuture
 from scaler.errors import DisconnectedError
+from scaler.io.tunnel.front import storage_for
 from scaler.payload.result_reader import ResultReader
 from scaler.payload.serializer import DefaultSerializer, Serializer
 from scaler.payload.stored_objects import StoredOnce
@@ -121,8 +122,8 @@ class BrowserSession:
             self._stop()
             raise
         self.storage = BrowserStorage(
-            settings.object_storage_address or reply.object_storage_address, self.identity, self._waiting,
-            settings.timeout_seconds, settings.keys,
+            settings.object_storage_address or storage_for(reply.object_storage_address, reply.tunnel_address, address),
+            self.identity, self._waiting, settings.timeout_seconds, settings.keys,
         )  # fmt: skip
         self._objects = StoredOnce(self.storage.put)
         self._encoder = TaskEncoder(self.identity, settings.serializer, self._objects)

@@ -662,7 +662,7 @@ class ClientAgent(Generic[FutureT]):
     async def _tick_routine(self) -> None:
         while True:
             await asyncio.sleep(self._tick_seconds)
-            refused = refusal(self.address) if self.hello_reply is None else None
+            refused = refusal(self.address)
             if refused is not None:  # a tunnel's certificate or proxy: waiting longer does not mend it
                 self._lost(TunnelError(refused), quiet=True)
                 return

@@ -41,6 +41,7 @@ from scaler.client.streams import DEFAULT_WINDOW, TaskStream
 from scaler.errors import ClientQuitException, ClientShutdownException
 from scaler.io.address import parse_address, validate_address
 from scaler.io.sockets import HEARTBEAT_TIMEOUT_SECONDS, TransportSecurity
+from scaler.io.tunnel.front import storage_for
 from scaler.monitor import local_schedulers
 from scaler.payload import processor_context
 from scaler.payload.references import ObjectReference
@@ -181,7 +182,9 @@ class Session:
         self._request_story = self._agent.request_story
         self.security: TransportSecurity | None = self._agent.keys.security  #: the keys that reached the scheduler
         self._storage = ClientObjectStorage(
-            str(settings.object_storage_address or reply.object_storage_address), self.identity, self.security,
+            settings.object_storage_address or storage_for(reply.object_storage_address, reply.tunnel_address,
+                                                           self.address),
+            self.identity, self.security,
             settings.request_timeout_seconds, release=self._agent.submit,
         )  # fmt: skip
         self._encoder = TaskEncoder(

@@ -175,7 +175,8 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings, TlsServerSettings):
         help="a second way in for peers that can only use TLS or WebSocket (a laptop behind an HTTPS proxy), e.g. "
         "wss://0.0.0.0:443: the scheduler, its object storage and its monitor are served there too (at /, /storage "
         "and /monitor of a ws:// or wss:// address; at its port, +1 and +2 of a tls:// one), with --tls-cert and "
-        "--tls-key; clients there give object_storage_address=wss://HOST:443/storage",
+        "--tls-key; a client that connects there is told the object storage there",
+        core=True,
     )
     status_report_interval_seconds: float = setting(
         1.0,

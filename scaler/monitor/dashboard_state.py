@@ -15,6 +15,7 @@ from typing import Any
 
 from scaler.monitor.top_screen import client_state, worker_label
 from scaler.protocol import messages as m
+from scaler.protocol.storage_messages import HostTraffic, StorageTraffic
 
 #: A task's span starts when the scheduler hands it to a worker (its time in the worker's own queue included).
 STARTED_STATES = frozenset({"dispatched", "running"})
@@ -62,6 +63,8 @@ class DashboardState:
         self.throughput: collections.deque[tuple[float, float]] = collections.deque(maxlen=THROUGHPUT_POINTS)
         #: (wall time, the workers' memory summed, their limits summed), one point per status snapshot
         self.memory: collections.deque[tuple[float, int, int]] = collections.deque(maxlen=THROUGHPUT_POINTS)
+        #: (wall time, bytes/s the object storage server sent, of which to host caches), one point per status snapshot
+        self.egress: collections.deque[tuple[float, float, float]] = collections.deque(maxlen=THROUGHPUT_POINTS)
         self.durations = DurationHistogram()
         self._running: collections.OrderedDict[bytes, tuple[float, bytes, str]] = collections.OrderedDict()
 
@@ -82,6 +85,8 @@ class DashboardState:
             finished = _finished(snapshot) - _finished(previous)
             rate = max(0, finished) / (snapshot.wall_time - previous.wall_time)
             self.throughput.append((snapshot.wall_time, rate))
+            self.egress.append((snapshot.wall_time, *_egress(previous.storage, snapshot.storage,
+                                                              snapshot.wall_time - previous.wall_time)))  # fmt: skip
         self.snapshot = snapshot
         self.received_at = now
         used = sum(worker.status.memory_bytes for worker in snapshot.workers)
@@ -138,6 +143,8 @@ class DashboardState:
                 "worker_died": stats.worker_died,
             },
             "objects": {"count": stats.object_count, "bytes": stats.object_bytes},
+            "storage": storage_view(snapshot.storage),
+            "egress": [[time, sent, to_caches] for time, sent, to_caches in self.egress],
             "throughput": [[time, rate] for time, rate in self.throughput],
             "memory": [[time, used, limit] for time, used, limit in self.memory],
             "workers": [_worker_view(worker) for worker in snapshot.workers],
@@ -190,6 +197,64 @@ class DashboardState:
                 for span in self.spans
             ],
         }
+
+
+def storage_view(storage: StorageTraffic) -> dict[str, Any]:
+    """Where objects live and move (the page's "Bytes" section): the storage server's counts, each host cache's row
+    (and the rest summed), the large objects and their copies, the transfers under way."""
+    return {
+        "sent": storage.bytes_sent,
+        "sent_to_caches": storage.bytes_sent_to_caches,
+        "received": storage.bytes_received,
+        "host_count": storage.host_count,
+        "hosts": [_host_view(row) for row in storage.hosts],
+        "other_hosts": _host_view(storage.other_hosts),
+        "objects": [
+            {
+                "object": copies.object_id.hex(),
+                "name": copies.name,
+                "bytes": copies.total_bytes,
+                "copies_sent": copies.copies_sent,
+                "hosts": copies.hosts,
+                "fetching": copies.fetching,
+            }
+            for copies in storage.objects
+        ],
+        "transfers": [
+            {
+                "object": each.object_id.hex(),
+                "to": each.to,
+                "from": each.source or "storage",
+                "done": each.done_bytes,
+                "total": each.total_bytes,
+                "seconds": each.seconds,
+            }
+            for each in storage.transfers
+        ],
+        "transfer_count": storage.transfer_count,
+        "transfer_bytes_left": storage.transfer_bytes_left,
+    }
+
+
+def _host_view(row: HostTraffic) -> dict[str, Any]:
+    return {
+        "host": row.host,
+        "address": row.address,
+        "from_storage": row.bytes_from_storage,
+        "from_hosts": row.bytes_from_hosts,
+        "to_hosts": row.bytes_to_hosts,
+        "uploaded": row.bytes_uploaded,
+        "held_objects": row.held_objects,
+        "held_bytes": row.held_bytes,
+        "transfers": row.transfers,
+    }
+
+
+def _egress(before: StorageTraffic, now: StorageTraffic, seconds: float) -> tuple[float, float]:
+    """The storage server's send rate between two statuses, and to host caches (0 after a restart of its counts)."""
+    sent = now.bytes_sent - before.bytes_sent
+    to_caches = now.bytes_sent_to_caches - before.bytes_sent_to_caches
+    return max(0, sent) / seconds, max(0, to_caches) / seconds
 
 
 def job_view(job: m.JobSummary) -> dict[str, Any]:

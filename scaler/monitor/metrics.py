@@ -15,6 +15,7 @@ from typing import Any
 
 from scaler.monitor.dashboard_state import DURATION_BUCKETS, DashboardState
 from scaler.protocol import messages as m
+from scaler.protocol.storage_messages import HostTraffic, StorageTraffic
 
 #: workers given series of their own; past it, the rest are summed under worker="others" (a scrape's size and
 #: Prometheus's series stay bounded however big the cluster grows)
@@ -87,6 +88,7 @@ class ScalerCollector:
         yield gauge("scaler_scheduler_resident_memory_bytes", "the scheduler process's RSS", value=stats.rss_bytes)
         yield gauge("scaler_storage_objects", "objects in the object storage server", value=stats.object_count)
         yield gauge("scaler_storage_bytes", "bytes of the objects in storage", value=stats.object_bytes)
+        yield from storage_families(snapshot.storage)
 
         target = gauge("scaler_manager_target_workers", "workers the policy asks of each manager", labels=["manager"])
         units = gauge("scaler_manager_units", "units (processes, tasks, instances) of each manager",
@@ -139,6 +141,72 @@ def worker_families(workers: tuple[m.WorkerSummary, ...]) -> Iterator[Any]:
         tasks.add_metric([label, "queued"], queued)
         tasks.add_metric([label, "running"], running)
     yield from (memory, limit, cpu, tasks)
+
+
+#: Characters of an object's id (hex) in the `object` label: enough to tell the few objects shown apart.
+OBJECT_LABEL_CHARACTERS = 16
+
+
+def storage_families(storage: StorageTraffic) -> Iterator[Any]:
+    """Where objects live and move: the storage server's bytes sent (to host caches apart) and received; each host
+    cache the status names (at most traffic.HOST_ROWS) under its `host`, the rest summed under host="others"; the large
+    objects the status names (at most traffic.OBJECT_ROWS) under `object`; the transfers under way."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    sent = CounterMetricFamily("scaler_storage_sent_bytes", "payload bytes the object storage server sent to readers",
+                               labels=["to"])  # fmt: skip
+    sent.add_metric(["host_caches"], storage.bytes_sent_to_caches)
+    sent.add_metric(["others"], storage.bytes_sent - storage.bytes_sent_to_caches)
+    yield sent
+    yield CounterMetricFamily("scaler_storage_received_bytes", "payload bytes of the puts the object storage server "
+                              "received", value=storage.bytes_received)  # fmt: skip
+    yield GaugeMetricFamily("scaler_host_caches", "host caches reporting to the object storage server",
+                            value=storage.host_count)  # fmt: skip
+    yield from _host_families(storage)
+    yield from _object_families(storage)
+    yield GaugeMetricFamily("scaler_transfers", "objects on their way to a host cache", value=storage.transfer_count)
+    yield GaugeMetricFamily("scaler_transfer_remaining_bytes", "the bytes the transfers under way have to go",
+                            value=storage.transfer_bytes_left)  # fmt: skip
+
+
+def _host_families(storage: StorageTraffic) -> Iterator[Any]:
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    received = CounterMetricFamily("scaler_host_received_bytes", "bytes a host's cache fetched, by where from",
+                                   labels=["host", "source"])  # fmt: skip
+    sent = CounterMetricFamily("scaler_host_sent_bytes", "bytes a host's cache sent, by where to (hosts: other hosts' "
+                               "caches; storage: its processors' results)", labels=["host", "to"])  # fmt: skip
+    held = GaugeMetricFamily("scaler_host_cache_bytes", "bytes a host's cache holds", labels=["host"])
+    fetching = GaugeMetricFamily("scaler_host_transfers", "a host cache's fetches under way", labels=["host"])
+    rows: list[tuple[str, HostTraffic]] = [(row.host or row.address, row) for row in storage.hosts]
+    if storage.host_count > len(storage.hosts):
+        rows.append(("others", storage.other_hosts))
+    for host, row in rows:
+        received.add_metric([host, "storage"], row.bytes_from_storage)
+        received.add_metric([host, "hosts"], row.bytes_from_hosts)
+        sent.add_metric([host, "hosts"], row.bytes_to_hosts)
+        sent.add_metric([host, "storage"], row.bytes_uploaded)
+        held.add_metric([host], row.held_bytes)
+        fetching.add_metric([host], row.transfers)
+    yield from (received, sent, held, fetching)
+
+
+def _object_families(storage: StorageTraffic) -> Iterator[Any]:
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    size = GaugeMetricFamily("scaler_object_size_bytes", "a large object's size", labels=["object", "name"])
+    copies = CounterMetricFamily("scaler_object_copies_sent", "whole copies of a large object the object storage "
+                                 "server sent (a broadcast that goes host to host: about one)",
+                                 labels=["object"])  # fmt: skip
+    hosts = GaugeMetricFamily("scaler_object_hosts", "host caches holding a large object whole, or fetching it",
+                              labels=["object", "state"])  # fmt: skip
+    for each in storage.objects:
+        label = each.object_id.hex()[:OBJECT_LABEL_CHARACTERS]
+        size.add_metric([label, each.name], each.total_bytes)
+        copies.add_metric([label], each.copies_sent)
+        hosts.add_metric([label, "held"], each.hosts)
+        hosts.add_metric([label, "fetching"], each.fetching)
+    yield from (size, copies, hosts)
 
 
 def metrics_text(state: DashboardState, lock: Any) -> bytes:

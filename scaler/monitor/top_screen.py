@@ -4,7 +4,8 @@ decisions and the sort order (no terminal, no clock), so every line of it is tes
 The layout is the seeds' (a top-like screen): the scheduler's cpu/rss, the task states, the messages sent and
 received by type, then "Total N worker(s)" and a worker table sortable by a one-key shortcut (the sorted
 column is marked with brackets; the same key again reverses), then the waiting tasks and why they wait, clients,
-functions, jobs, actors and scaling decisions.
+functions, jobs, actors and scaling decisions; where objects live and move (the object storage server's bytes, its
+host caches, the copies of large objects, the transfers under way) once any moved.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from scaler.object_storage.traffic import summed
 from scaler.protocol import messages as m
 from scaler.protocol.message_extras import describe_waits
+from scaler.protocol.storage_messages import HostTraffic, StorageTraffic
 
 Value = Callable[[m.WorkerSummary], float | str]
 
@@ -121,6 +124,7 @@ def render(
     if any(worker.status.memory_limit_source.startswith("cgroup") for worker in snapshot.workers):
         lines.append("mem: the worker's PSS (agent and processors); limit*: its cgroup's memory limit")
     lines += waiting_lines(snapshot.pending)
+    lines += storage_lines(snapshot.storage)
     lines += _clients_and_functions(snapshot)
     lines += spend_lines(snapshot.managers)
     lines += warm_lines(snapshot.managers)
@@ -153,6 +157,77 @@ def waiting_lines(pending: Sequence[m.PendingGroup]) -> list[str]:
         )
     if len(waiting) > WAITING_GROUPS_SHOWN:
         lines.append(f"{'':>30} ... and {len(waiting) - WAITING_GROUPS_SHOWN} more capability set(s)")
+    return lines
+
+
+#: Rows of each table of where objects live and move (hosts, objects, transfers); the dashboard shows all the feed has.
+STORAGE_ROWS = 6
+
+
+def storage_lines(storage: StorageTraffic) -> list[str]:
+    """Where objects live and move, once any moved: what the object storage server sent (to host caches apart),
+    each host's cache (bytes in from the storage and from other hosts, out to other hosts, what it holds), the large
+    objects with their copies sent out of the storage and held on hosts, and the transfers under way with their rate:
+    what a slow broadcast is read from (docs/guide/monitoring_and_security.md)."""
+    if not (storage.bytes_sent or storage.bytes_received or storage.host_count):
+        return []
+    summary = (
+        f"object storage sent {size(storage.bytes_sent)} ({size(storage.bytes_sent_to_caches)} to host caches), "
+        f"received {size(storage.bytes_received)}; {storage.host_count} host cache(s); {storage.transfer_count} "
+        f"transfer(s) under way, {size(storage.transfer_bytes_left)} to go"
+    )
+    return ["", summary, *_host_lines(storage), *_object_lines(storage), *_transfer_lines(storage)]
+
+
+def _host_lines(storage: StorageTraffic) -> list[str]:
+    if not storage.hosts:
+        return []
+    header = (
+        f"{'host':>30} {'from storage':>12} {'from hosts':>10} {'to hosts':>9} {'uploaded':>9} {'cache holds':>15} "
+        f"{'fetching':>8}"
+    )
+    shown = storage.hosts[:STORAGE_ROWS]
+    lines = [header, *(_host_line(row.host, row) for row in shown)]
+    more = storage.host_count - len(shown)
+    if more > 0:
+        rest = summed([*storage.hosts[STORAGE_ROWS:], storage.other_hosts])
+        lines.append(_host_line(f"... {more} more host(s)", rest))
+    return lines
+
+
+def _host_line(name: str, row: HostTraffic) -> str:
+    holds = f"{size(row.held_bytes)} ({row.held_objects})"
+    return (
+        f"{name[:30]:>30} {size(row.bytes_from_storage):>12} {size(row.bytes_from_hosts):>10} "
+        f"{size(row.bytes_to_hosts):>9} {size(row.bytes_uploaded):>9} {holds:>15} {row.transfers:>8}"
+    )
+
+
+def _object_lines(storage: StorageTraffic) -> list[str]:
+    if not storage.objects:
+        return []
+    lines = [f"{'large object':>30} {'size':>8} {'copies sent':>11} {'on hosts':>8} {'fetching':>8}  name"]
+    for copies in storage.objects[:STORAGE_ROWS]:
+        lines.append(
+            f"{copies.object_id.hex()[:16]:>30} {size(copies.total_bytes):>8} {copies.copies_sent:>11} "
+            f"{copies.hosts:>8} {copies.fetching:>8}  {copies.name}"
+        )
+    return lines
+
+
+def _transfer_lines(storage: StorageTraffic) -> list[str]:
+    if not storage.transfers:
+        return []
+    shown = storage.transfers[:STORAGE_ROWS]
+    lines = [f"{'transfer':>30} {'to':>14} {'from':>14} {'done':>15} {'rate':>9}"]
+    for each in shown:
+        rate = each.done_bytes / each.seconds if each.seconds > 0 else 0.0
+        lines.append(
+            f"{each.object_id.hex()[:16]:>30} {each.to[:14]:>14} {(each.source or 'storage')[:14]:>14} "
+            f"{size(each.done_bytes) + '/' + size(each.total_bytes):>15} {size(rate) + '/s':>9}"
+        )
+    if storage.transfer_count > len(shown):
+        lines.append(f"{'':>30} ... and {storage.transfer_count - len(shown)} more")
     return lines
 
 

@@ -53,6 +53,7 @@ from scaler.object_storage.segment_reaper import Reaper, start_reaper
 from scaler.object_storage.service import Reply, StorageAnswer, StorageService, bad_request
 from scaler.object_storage.spill_files import SpillDirectoryError, lock_spill_directory, scan_spill_directory
 from scaler.object_storage.store import IMMEDIATE_WORK, AdoptSegment, ObjectStore, PayloadBuffer, RemoveSegment
+from scaler.object_storage.traffic import SWEEP_SECONDS
 from scaler.protocol.codec import encode_storage_reply
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
 from scaler.protocol.ids import ObjectID
@@ -157,7 +158,10 @@ class _ServerShell:
             answer: StorageAnswer | None = bad_request(0, "empty message: no request header frame")
         else:
             key = _key_of(frames[1]) if self._secured else None
-            answer = self.service.handle(peer, frames[1].bytes, [_storable(frame) for frame in frames[2:]], key)
+            payload = [_storable(frame) for frame in frames[2:]]
+            if payload:
+                self.service.traffic.received(sum(len(frame) for frame in payload))
+            answer = self.service.handle(peer, frames[1].bytes, payload, key)
         self.answer_all(self.run_disk_work([] if answer is None else [Reply(peer, answer)]))
 
     def on_written(self, object_id: bytes, generation: int, error: str | None) -> None:
@@ -223,6 +227,15 @@ class _ServerShell:
                 pass
             self.service.sweep_writes()
             self.answer_all([])
+
+    async def sweep_reports_until(self, stop: asyncio.Event, seconds: float = SWEEP_SECONDS) -> None:
+        """Forget the host caches that stopped reporting (traffic.py T3), every `seconds`."""
+        while True:
+            try:
+                await asyncio.wait_for(stop.wait(), seconds)
+                return
+            except asyncio.TimeoutError:
+                self.service.traffic.sweep()
 
     async def finish_writes(self, seconds: float) -> None:
         """A server asked to stop first lets the followed writes under way finish (their objects were announced: with
@@ -377,6 +390,9 @@ class _ServerShell:
         except zmq.ZMQError as error:
             logger.warning("could not answer peer %s: %s", bytes(frames[0]).hex(), error)
             return False
+        if len(frames) > 2:  # payload: counted, to a host cache apart (traffic.py T1)
+            to_cache = self.service.role_of(bytes(frames[0])) == "cache"
+            self.service.traffic.sent(sum(len(frame) for frame in frames[2:]), to_cache)
         return True
 
     def _segment_frames(self, answer: StorageAnswer) -> list[memoryview]:
@@ -581,12 +597,16 @@ async def serve(
         logger.info("%s: object storage server listening on %s", config.identity, endpoint)
         if ready is not None:
             ready(endpoint)
-        sweeping = asyncio.ensure_future(shell.sweep_writes_until(stop, write_stall_seconds))
+        sweeping = [
+            asyncio.ensure_future(shell.sweep_writes_until(stop, write_stall_seconds)),
+            asyncio.ensure_future(shell.sweep_reports_until(stop)),
+        ]
         try:
             await shell.log_statistics_until(stop, segments[1] if segments is not None else None)
         finally:
-            sweeping.cancel()
-            await asyncio.gather(sweeping, return_exceptions=True)
+            for routine in sweeping:
+                routine.cancel()
+            await asyncio.gather(*sweeping, return_exceptions=True)
         await shell.finish_writes(write_stall_seconds)
         logger.info("%s: object storage server stopping", config.identity)
     finally:

@@ -16,6 +16,7 @@ their answers, and the pieces sent as the write goes on, are what `take_outgoing
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from scaler.object_storage.store import (
     Refusal,
     Segment,
 )
+from scaler.object_storage.traffic import TrafficBook
 from scaler.protocol.codec import DecodeError, decode_storage_request
 from scaler.protocol.handshake import incompatibility
 from scaler.protocol.ids import ObjectID
@@ -48,6 +50,7 @@ from scaler.protocol.storage_messages import (
     Get,
     GetInParts,
     GetMapped,
+    HostReport,
     Info,
     MappedSize,
     ObjectSize,
@@ -89,6 +92,7 @@ _OPERATION_NAMES: dict[type, str] = {
     WriteBegin: "writeBegin",
     WriteProgress: "writeProgress",
     SourceRequest: "source",
+    HostReport: "hostReport",
 }
 
 #: The most adopts one adoptMany may carry (a client sends at most put_pipeline's batch).
@@ -227,6 +231,8 @@ class StorageService:
         self.cache: CacheRole[WaitingRead, _Waiter] | None = CacheRole() if cache else None
         #: which host caches hold or fetch which object (a storage server's: the sources it names)
         self.ledger = HostLedger()
+        #: the bytes sent and received, the copies of large objects sent, the host caches' reports (traffic.py)
+        self.traffic = TrafficBook()
         if cache:  # the cache's own fetcher stores what it fetched through the requests any peer makes
             self._greeted[FETCHER] = _Greeted("worker", b"", None)
 
@@ -317,6 +323,8 @@ class StorageService:
             return self._write_progress(peer, request_id, operation)
         if isinstance(operation, SourceRequest):
             return self._source(request_id, operation, greeted)
+        if isinstance(operation, HostReport):
+            return self._host_report(request_id, operation, greeted)
         if isinstance(operation, Exists) and self.cache is not None and peer != FETCHER:
             self.cache.check(operation.object_id, (peer, request_id))  # C5: the upstream's answer
             return None
@@ -433,6 +441,8 @@ class StorageService:
         stored = self.store.get(object_id)
         placed = stored is not None and stored.generation == generation and stored.segment is Segment.READY
         as_bytes = tuple(frames)
+        for _ in [waiter for waiter in waiting if not (waiter[2] and placed)]:
+            self.traffic.copy_sent(object_id, total)
         return [
             Reply(
                 peer, _ok(rid, MappedSize(total)) if mapped and placed else _ok(rid, ObjectSize(total), as_bytes, parts)
@@ -622,6 +632,8 @@ class StorageService:
                 reason = f"object {object_id.hex()} was not stored: {writing.ended}"
                 return StorageAnswer(StorageReply(request_id, StorageStatus.NOT_FOUND, reason))
             self._send(self.writes.follow(object_id, peer_id, request_id, mapped, in_parts))
+            if not mapped:
+                self.traffic.copy_sent(object_id, writing.begin.total_bytes)
             return None  # answered as the write goes on, or once it is stored
         if stored is None and self.cache is not None and peer_id != FETCHER and self._waits_for_fetch(peer, object_id):
             self.cache.miss(object_id, WaitingRead(peer_id, request_id, mapped, in_parts))  # C1: fetched from upstream
@@ -630,10 +642,12 @@ class StorageService:
             # a foreign object is "not stored" to a client: its id must not be confirmed either
             return StorageAnswer(StorageReply(request_id, StorageStatus.NOT_FOUND, _not_found(object_id)))
         if stored.frames is not None:
+            self.traffic.copy_sent(object_id, stored.total_bytes)
             return _ok(request_id, ObjectSize(stored.total_bytes), stored.frames, in_parts)
         if stored.segment is Segment.READY:
             if mapped:
                 return _ok(request_id, MappedSize(stored.total_bytes))
+            self.traffic.copy_sent(object_id, stored.total_bytes)
             return StorageAnswer(
                 StorageReply(request_id, StorageStatus.OK, "", ObjectSize(stored.total_bytes)), (), object_id, in_parts
             )
@@ -659,6 +673,18 @@ class StorageService:
         reply = StorageReply(request_id, StorageStatus.OK, "", ObjectSource(source))
         return StorageAnswer(reply, stored.frames or (), segment, digests=True)
 
+    def _host_report(self, request_id: int, report: HostReport, peer: _Greeted) -> StorageAnswer:
+        """What a host cache holds and moves (traffic.py T3): for the info's traffic."""
+        if peer.role != "cache" or self.cache is not None:
+            return bad_request(request_id, "hostReport: only a host cache reports, and only to its storage server")
+        self.traffic.reported(peer.cache_address, report)
+        return _ok(request_id)
+
+    def _describe(self, object_id: bytes) -> tuple[int, str] | None:
+        """A stored object's size and name, for the traffic's view (a look that is no use of it)."""
+        stored = self.store.peek(object_id)
+        return None if stored is None else (stored.total_bytes, stored.name)
+
     def _waits_for_fetch(self, peer: _Greeted, object_id: bytes) -> bool:
         """C1: a read from this host waits for its fetch; one from another host's cache only for a fetch under way (it
         asks no fetch: its own host fetches from elsewhere when this one has nothing)."""
@@ -683,9 +709,11 @@ class StorageService:
                 self.refusals += len(operation.object_ids) - len(mine)
                 ended = self._end_deleted_writes(mine, peer.owner)
                 self.ledger.forget(mine)
+                self.traffic.forget(mine)
                 return _ok(request_id, len(ended) + store.delete(mine))
             ended = self._end_deleted_writes(operation.object_ids, None)
             self.ledger.forget(operation.object_ids)
+            self.traffic.forget(operation.object_ids)
             return _ok(request_id, len(ended) + store.delete(operation.object_ids))
         if isinstance(operation, DeleteOwner):
             if peer.role != "scheduler" and not (peer.role == "client" and operation.owner_id == peer.owner):
@@ -696,7 +724,7 @@ class StorageService:
                 self._write_ended(object_id, "its owner's objects were deleted while it was being written")
             return _ok(request_id, store.delete_owner(operation.owner_id))
         if isinstance(operation, Info):
-            return _ok(request_id, store.info())
+            return _ok(request_id, dataclasses.replace(store.info(), traffic=self.traffic.view(self._describe)))
         raise AssertionError(f"unhandled storage operation {operation!r}")  # hello, put and get are handled earlier
 
     def _end_deleted_writes(self, object_ids: Sequence[bytes], owner: bytes | None) -> set[bytes]:

@@ -357,6 +357,10 @@ class ObjectStore:
             self._evictable.move_to_end(object_id)
         return stored
 
+    def peek(self, object_id: bytes) -> StoredObject | None:
+        """The object, as `get` gives it, without making it the most recently used (a look, not a use: monitoring)."""
+        return self._objects.get(object_id)
+
     def exists(self, object_id: bytes) -> bool:
         return object_id in self._objects
 

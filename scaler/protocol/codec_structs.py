@@ -81,6 +81,7 @@ _M_HELLO_REPLY__WORKER_COUNT = field_of("m", "HelloReply.workerCount")
 _M_HELLO_REPLY__INSTANCE_ID = field_of("m", "HelloReply.instanceId")
 _M_HELLO_REPLY__RESUME_SECONDS = field_of("m", "HelloReply.resumeSeconds")
 _M_HELLO_REPLY__OBJECT_STORAGE_SERVER_KEY = field_of("m", "HelloReply.objectStorageServerKey")
+_M_HELLO_REPLY__TUNNEL_ADDRESS = field_of("m", "HelloReply.tunnelAddress")
 _NEW_M_HELLO_REPLY = constructor(m.HelloReply)
 _M_HEARTBEAT__CPU_PERCENT = field_of("m", "Heartbeat.cpuPercent")
 _M_HEARTBEAT__RSS_BYTES = field_of("m", "Heartbeat.rssBytes")
@@ -273,6 +274,7 @@ _M_STATUS_SNAPSHOT__FUNCTIONS = field_of("m", "StatusSnapshot.functions")
 _M_STATUS_SNAPSHOT__MESSAGE_COUNTS = field_of("m", "StatusSnapshot.messageCounts")
 _M_STATUS_SNAPSHOT__JOBS = field_of("m", "StatusSnapshot.jobs")
 _M_STATUS_SNAPSHOT__ACTORS = field_of("m", "StatusSnapshot.actors")
+_M_STATUS_SNAPSHOT__STORAGE = field_of("m", "StatusSnapshot.storage")
 _NEW_M_STATUS_SNAPSHOT = constructor(m.StatusSnapshot)
 _M_ACTOR_SUMMARY__ACTOR_ID = field_of("m", "ActorSummary.actorId")
 _M_ACTOR_SUMMARY__CLASS_NAME = field_of("m", "ActorSummary.className")
@@ -459,7 +461,47 @@ _SM_STORAGE_REQUEST__GET_IN_PARTS = field_of("sm", "StorageRequest.getInParts")
 _SM_STORAGE_REQUEST__WRITE_BEGIN = field_of("sm", "StorageRequest.writeBegin")
 _SM_STORAGE_REQUEST__WRITE_PROGRESS = field_of("sm", "StorageRequest.writeProgress")
 _SM_STORAGE_REQUEST__SOURCE = field_of("sm", "StorageRequest.source")
+_SM_STORAGE_REQUEST__HOST_REPORT = field_of("sm", "StorageRequest.hostReport")
 _NEW_SM_STORAGE_REQUEST = constructor(sm.StorageRequest)
+_SM_HOST_TRAFFIC__HOST = field_of("sm", "HostTraffic.host")
+_SM_HOST_TRAFFIC__ADDRESS = field_of("sm", "HostTraffic.address")
+_SM_HOST_TRAFFIC__BYTES_FROM_STORAGE = field_of("sm", "HostTraffic.bytesFromStorage")
+_SM_HOST_TRAFFIC__BYTES_FROM_HOSTS = field_of("sm", "HostTraffic.bytesFromHosts")
+_SM_HOST_TRAFFIC__BYTES_TO_HOSTS = field_of("sm", "HostTraffic.bytesToHosts")
+_SM_HOST_TRAFFIC__BYTES_UPLOADED = field_of("sm", "HostTraffic.bytesUploaded")
+_SM_HOST_TRAFFIC__HELD_OBJECTS = field_of("sm", "HostTraffic.heldObjects")
+_SM_HOST_TRAFFIC__HELD_BYTES = field_of("sm", "HostTraffic.heldBytes")
+_SM_HOST_TRAFFIC__TRANSFERS = field_of("sm", "HostTraffic.transfers")
+_NEW_SM_HOST_TRAFFIC = constructor(sm.HostTraffic)
+_SM_TRANSFER__OBJECT_ID = field_of("sm", "Transfer.objectId")
+_SM_TRANSFER__TO = field_of("sm", "Transfer.to")
+_SM_TRANSFER__SOURCE = field_of("sm", "Transfer.source")
+_SM_TRANSFER__DONE_BYTES = field_of("sm", "Transfer.doneBytes")
+_SM_TRANSFER__TOTAL_BYTES = field_of("sm", "Transfer.totalBytes")
+_SM_TRANSFER__SECONDS = field_of("sm", "Transfer.seconds")
+_NEW_SM_TRANSFER = constructor(sm.Transfer)
+_SM_HOST_REPORT__COUNTS = field_of("sm", "HostReport.counts")
+_SM_HOST_REPORT__COPIES = field_of("sm", "HostReport.copies")
+_SM_HOST_REPORT__TRANSFERS = field_of("sm", "HostReport.transfers")
+_NEW_SM_HOST_REPORT = constructor(sm.HostReport)
+_SM_OBJECT_COPIES__OBJECT_ID = field_of("sm", "ObjectCopies.objectId")
+_SM_OBJECT_COPIES__NAME = field_of("sm", "ObjectCopies.name")
+_SM_OBJECT_COPIES__TOTAL_BYTES = field_of("sm", "ObjectCopies.totalBytes")
+_SM_OBJECT_COPIES__COPIES_SENT = field_of("sm", "ObjectCopies.copiesSent")
+_SM_OBJECT_COPIES__HOSTS = field_of("sm", "ObjectCopies.hosts")
+_SM_OBJECT_COPIES__FETCHING = field_of("sm", "ObjectCopies.fetching")
+_NEW_SM_OBJECT_COPIES = constructor(sm.ObjectCopies)
+_SM_STORAGE_TRAFFIC__BYTES_SENT = field_of("sm", "StorageTraffic.bytesSent")
+_SM_STORAGE_TRAFFIC__BYTES_SENT_TO_CACHES = field_of("sm", "StorageTraffic.bytesSentToCaches")
+_SM_STORAGE_TRAFFIC__BYTES_RECEIVED = field_of("sm", "StorageTraffic.bytesReceived")
+_SM_STORAGE_TRAFFIC__HOST_COUNT = field_of("sm", "StorageTraffic.hostCount")
+_SM_STORAGE_TRAFFIC__HOSTS = field_of("sm", "StorageTraffic.hosts")
+_SM_STORAGE_TRAFFIC__OTHER_HOSTS = field_of("sm", "StorageTraffic.otherHosts")
+_SM_STORAGE_TRAFFIC__OBJECTS = field_of("sm", "StorageTraffic.objects")
+_SM_STORAGE_TRAFFIC__TRANSFERS = field_of("sm", "StorageTraffic.transfers")
+_SM_STORAGE_TRAFFIC__TRANSFER_COUNT = field_of("sm", "StorageTraffic.transferCount")
+_SM_STORAGE_TRAFFIC__TRANSFER_BYTES_LEFT = field_of("sm", "StorageTraffic.transferBytesLeft")
+_NEW_SM_STORAGE_TRAFFIC = constructor(sm.StorageTraffic)
 _SM_SOURCE_REQUEST__OBJECT_ID = field_of("sm", "SourceRequest.objectId")
 _SM_SOURCE_REQUEST__FAILED = field_of("sm", "SourceRequest.failed")
 _NEW_SM_SOURCE_REQUEST = constructor(sm.SourceRequest)
@@ -527,6 +569,7 @@ _NEW_SM_SEGMENT_DIRECTORY = constructor(sm.SegmentDirectory)
 _SM_STORAGE_INFO__OBJECT_COUNT = field_of("sm", "StorageInfo.objectCount")
 _SM_STORAGE_INFO__TOTAL_BYTES = field_of("sm", "StorageInfo.totalBytes")
 _SM_STORAGE_INFO__OWNER_COUNT = field_of("sm", "StorageInfo.ownerCount")
+_SM_STORAGE_INFO__TRAFFIC = field_of("sm", "StorageInfo.traffic")
 _NEW_SM_STORAGE_INFO = constructor(sm.StorageInfo)
 
 
@@ -671,6 +714,7 @@ def write_hello_reply(b: Any, v: m.HelloReply) -> None:
     b.instanceId = v.instance_id
     b.resumeSeconds = v.resume_seconds
     b.objectStorageServerKey = v.object_storage_server_key
+    b.tunnelAddress = v.tunnel_address
 
 
 def read_hello_reply(r: Any) -> m.HelloReply:
@@ -685,6 +729,7 @@ def read_hello_reply(r: Any) -> m.HelloReply:
         r._get_by_field(_M_HELLO_REPLY__INSTANCE_ID),
         r._get_by_field(_M_HELLO_REPLY__RESUME_SECONDS),
         r._get_by_field(_M_HELLO_REPLY__OBJECT_STORAGE_SERVER_KEY),
+        r._get_by_field(_M_HELLO_REPLY__TUNNEL_ADDRESS),
     )
 
 
@@ -1349,6 +1394,7 @@ def write_status_snapshot(b: Any, v: m.StatusSnapshot) -> None:
     set_structs(b, "jobs", v.jobs, write_job_summary)
     if v.actors:
         set_structs(b, "actors", v.actors, write_actor_summary)
+    write_storage_traffic(b.init("storage"), v.storage)
 
 
 def read_status_snapshot(r: Any) -> m.StatusSnapshot:
@@ -1381,6 +1427,7 @@ def read_status_snapshot(r: Any) -> m.StatusSnapshot:
         tuple(map(read_actor_summary, r._get_by_field(_M_STATUS_SNAPSHOT__ACTORS)))
         if r._has_by_field(_M_STATUS_SNAPSHOT__ACTORS)
         else (),
+        read_storage_traffic(r._get_by_field(_M_STATUS_SNAPSHOT__STORAGE)),
     )
 
 
@@ -1912,6 +1959,8 @@ def write_storage_request(b: Any, v: sm.StorageRequest) -> None:  # noqa: C901 -
         write_write_progress(b.init("writeProgress"), x)
     elif isinstance(x, sm.SourceRequest):
         write_source_request(b.init("source"), x)
+    elif isinstance(x, sm.HostReport):
+        write_host_report(b.init("hostReport"), x)
     else:
         raise TypeError(f"{type(x).__name__} is not a member of this union")
 
@@ -1947,9 +1996,127 @@ def read_storage_request(r: Any) -> sm.StorageRequest:  # noqa: C901 - one branc
         operation = read_write_progress(r._get_by_field(_SM_STORAGE_REQUEST__WRITE_PROGRESS))
     elif which == "source":
         operation = read_source_request(r._get_by_field(_SM_STORAGE_REQUEST__SOURCE))
+    elif which == "hostReport":
+        operation = read_host_report(r._get_by_field(_SM_STORAGE_REQUEST__HOST_REPORT))
     else:
         raise ValueError(f"unknown union member {which}")
     return _NEW_SM_STORAGE_REQUEST(r._get_by_field(_SM_STORAGE_REQUEST__REQUEST_ID), operation)
+
+
+def write_host_traffic(b: Any, v: sm.HostTraffic) -> None:
+    b.host = v.host
+    b.address = v.address
+    b.bytesFromStorage = v.bytes_from_storage
+    b.bytesFromHosts = v.bytes_from_hosts
+    b.bytesToHosts = v.bytes_to_hosts
+    b.bytesUploaded = v.bytes_uploaded
+    b.heldObjects = v.held_objects
+    b.heldBytes = v.held_bytes
+    b.transfers = v.transfers
+
+
+def read_host_traffic(r: Any) -> sm.HostTraffic:
+    return _NEW_SM_HOST_TRAFFIC(
+        r._get_by_field(_SM_HOST_TRAFFIC__HOST),
+        r._get_by_field(_SM_HOST_TRAFFIC__ADDRESS),
+        r._get_by_field(_SM_HOST_TRAFFIC__BYTES_FROM_STORAGE),
+        r._get_by_field(_SM_HOST_TRAFFIC__BYTES_FROM_HOSTS),
+        r._get_by_field(_SM_HOST_TRAFFIC__BYTES_TO_HOSTS),
+        r._get_by_field(_SM_HOST_TRAFFIC__BYTES_UPLOADED),
+        r._get_by_field(_SM_HOST_TRAFFIC__HELD_OBJECTS),
+        r._get_by_field(_SM_HOST_TRAFFIC__HELD_BYTES),
+        r._get_by_field(_SM_HOST_TRAFFIC__TRANSFERS),
+    )
+
+
+def write_transfer(b: Any, v: sm.Transfer) -> None:
+    b.objectId = v.object_id
+    b.to = v.to
+    b.source = v.source
+    b.doneBytes = v.done_bytes
+    b.totalBytes = v.total_bytes
+    b.seconds = v.seconds
+
+
+def read_transfer(r: Any) -> sm.Transfer:
+    return _NEW_SM_TRANSFER(
+        r._get_by_field(_SM_TRANSFER__OBJECT_ID),
+        r._get_by_field(_SM_TRANSFER__TO),
+        r._get_by_field(_SM_TRANSFER__SOURCE),
+        r._get_by_field(_SM_TRANSFER__DONE_BYTES),
+        r._get_by_field(_SM_TRANSFER__TOTAL_BYTES),
+        r._get_by_field(_SM_TRANSFER__SECONDS),
+    )
+
+
+def write_host_report(b: Any, v: sm.HostReport) -> None:
+    write_host_traffic(b.init("counts"), v.counts)
+    b.copies = v.copies
+    set_structs(b, "transfers", v.transfers, write_transfer)
+
+
+def read_host_report(r: Any) -> sm.HostReport:
+    return _NEW_SM_HOST_REPORT(
+        read_host_traffic(r._get_by_field(_SM_HOST_REPORT__COUNTS)),
+        tuple(r._get_by_field(_SM_HOST_REPORT__COPIES)) if r._has_by_field(_SM_HOST_REPORT__COPIES) else (),
+        tuple(map(read_transfer, r._get_by_field(_SM_HOST_REPORT__TRANSFERS)))
+        if r._has_by_field(_SM_HOST_REPORT__TRANSFERS)
+        else (),
+    )
+
+
+def write_object_copies(b: Any, v: sm.ObjectCopies) -> None:
+    b.objectId = v.object_id
+    b.name = v.name
+    b.totalBytes = v.total_bytes
+    b.copiesSent = v.copies_sent
+    b.hosts = v.hosts
+    b.fetching = v.fetching
+
+
+def read_object_copies(r: Any) -> sm.ObjectCopies:
+    return _NEW_SM_OBJECT_COPIES(
+        r._get_by_field(_SM_OBJECT_COPIES__OBJECT_ID),
+        r._get_by_field(_SM_OBJECT_COPIES__NAME),
+        r._get_by_field(_SM_OBJECT_COPIES__TOTAL_BYTES),
+        r._get_by_field(_SM_OBJECT_COPIES__COPIES_SENT),
+        r._get_by_field(_SM_OBJECT_COPIES__HOSTS),
+        r._get_by_field(_SM_OBJECT_COPIES__FETCHING),
+    )
+
+
+def write_storage_traffic(b: Any, v: sm.StorageTraffic) -> None:
+    b.bytesSent = v.bytes_sent
+    b.bytesSentToCaches = v.bytes_sent_to_caches
+    b.bytesReceived = v.bytes_received
+    b.hostCount = v.host_count
+    set_structs(b, "hosts", v.hosts, write_host_traffic)
+    write_host_traffic(b.init("otherHosts"), v.other_hosts)
+    set_structs(b, "objects", v.objects, write_object_copies)
+    set_structs(b, "transfers", v.transfers, write_transfer)
+    b.transferCount = v.transfer_count
+    b.transferBytesLeft = v.transfer_bytes_left
+
+
+def read_storage_traffic(r: Any) -> sm.StorageTraffic:
+    return _NEW_SM_STORAGE_TRAFFIC(
+        r._get_by_field(_SM_STORAGE_TRAFFIC__BYTES_SENT),
+        r._get_by_field(_SM_STORAGE_TRAFFIC__BYTES_SENT_TO_CACHES),
+        r._get_by_field(_SM_STORAGE_TRAFFIC__BYTES_RECEIVED),
+        r._get_by_field(_SM_STORAGE_TRAFFIC__HOST_COUNT),
+        tuple(map(read_host_traffic, r._get_by_field(_SM_STORAGE_TRAFFIC__HOSTS)))
+        if r._has_by_field(_SM_STORAGE_TRAFFIC__HOSTS)
+        else (),
+        read_host_traffic(r._get_by_field(_SM_STORAGE_TRAFFIC__OTHER_HOSTS)),
+        tuple(map(read_object_copies, r._get_by_field(_SM_STORAGE_TRAFFIC__OBJECTS)))
+        if r._has_by_field(_SM_STORAGE_TRAFFIC__OBJECTS)
+        else (),
+        tuple(map(read_transfer, r._get_by_field(_SM_STORAGE_TRAFFIC__TRANSFERS)))
+        if r._has_by_field(_SM_STORAGE_TRAFFIC__TRANSFERS)
+        else (),
+        r._get_by_field(_SM_STORAGE_TRAFFIC__TRANSFER_COUNT),
+        r._get_by_field(_SM_STORAGE_TRAFFIC__TRANSFER_BYTES_LEFT),
+    )
 
 
 def write_source_request(b: Any, v: sm.SourceRequest) -> None:
@@ -2190,6 +2357,7 @@ def write_storage_info(b: Any, v: sm.StorageInfo) -> None:
     b.objectCount = v.object_count
     b.totalBytes = v.total_bytes
     b.ownerCount = v.owner_count
+    write_storage_traffic(b.init("traffic"), v.traffic)
 
 
 def read_storage_info(r: Any) -> sm.StorageInfo:
@@ -2197,6 +2365,7 @@ def read_storage_info(r: Any) -> sm.StorageInfo:
         r._get_by_field(_SM_STORAGE_INFO__OBJECT_COUNT),
         r._get_by_field(_SM_STORAGE_INFO__TOTAL_BYTES),
         r._get_by_field(_SM_STORAGE_INFO__OWNER_COUNT),
+        read_storage_traffic(r._get_by_field(_SM_STORAGE_INFO__TRAFFIC)),
     )
 
 

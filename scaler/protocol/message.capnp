@@ -10,6 +10,8 @@
 # The Python values and codec are generated from this file (python -m scaler.protocol.generate): the order in which
 # a struct declares its fields is the order of its Python attributes; ordinals decide the wire.
 
+using Storage = import "object_storage.capnp";
+
 const protocolVersion :UInt32 = 6;
   # Every hello carries it; peers of another version are refused. Raise it with any change an older peer cannot read:
   # a new message, union member or enumerant it would receive, or a changed meaning (docs/protocol.md, section 4.6).
@@ -17,7 +19,8 @@ const protocolVersion :UInt32 = 6;
   # Version 5: the scheduler gives each worker its heartbeat period, longer with more workers (HeartbeatEcho's
   # heartbeatIntervalSeconds; docs/protocol.md section 3.4).
   # Version 6: host caches (docs/architecture.md, "One copy per host"): HelloReply's objectStorageServerKey; in the
-  # storage protocol, StorageHello's cacheAddress, the source request and reply, SegmentDirectory's hostCache.
+  # storage protocol, StorageHello's cacheAddress, the source request and reply, SegmentDirectory's hostCache, and
+  # the caches' hostReport (what each holds and moves, which the storage's info and the monitor feed's status carry).
 
 const priorityDepthBits :UInt32 = 10;
   # A task's priority is the user's priority shifted left by this many bits, plus its nesting depth (client/sharing.py):
@@ -109,6 +112,8 @@ struct HelloReply {
   resumeSeconds @8 :Float64; # a client's: how long its work waits for it when it is away (0: not at all)
   objectStorageServerKey @9 :Text;  # an agent's to its processors: the CURVE public key (z85) of the server at
                             # objectStorageAddress when it is not the servers' own (the host's cache); empty: theirs
+  tunnelAddress @10 :Text;  # the scheduler's second way in (--tunnel-address, a tls://, ws:// or wss:// front), as
+                            # bound; a peer that came through it reaches the object storage through it too; empty: none
 }
 
 struct Heartbeat {
@@ -497,6 +502,8 @@ struct StatusSnapshot {
   messageCounts @9 :List(MessageCount);
   jobs @10 :List(JobSummary);        # the named jobs the scheduler keeps (running, or ended within their retention)
   actors @11 :List(ActorSummary);    # the live actors
+  storage @12 :Storage.StorageTraffic;  # where objects live and move: the object storage server's counts and its host
+                                     # caches' (its info's, read every second while the status is read)
 }
 
 struct ActorSummary {

@@ -20,6 +20,7 @@ from scaler.protocol.message_extras import (
     WorkerLimit,
     make_capabilities,
 )
+from scaler.protocol.storage_messages import StorageTraffic
 
 __all__ = [
     "FEED_VERSION",
@@ -127,7 +128,8 @@ __all__ = [
 #: Version 5: the scheduler gives each worker its heartbeat period, longer with more workers (HeartbeatEcho's
 #: heartbeatIntervalSeconds; docs/protocol.md section 3.4). Version 6: host caches (docs/architecture.md, "One copy
 #: per host"): HelloReply's objectStorageServerKey; in the storage protocol, StorageHello's cacheAddress, the source
-#: request and reply, SegmentDirectory's hostCache.
+#: request and reply, SegmentDirectory's hostCache, and the caches' hostReport (what each holds and moves, which the
+#: storage's info and the monitor feed's status carry).
 PROTOCOL_VERSION = 6
 
 #: A task's priority is the user's priority shifted left by this many bits, plus its nesting depth
@@ -338,6 +340,9 @@ class HelloReply:
     #: an agent's to its processors: the CURVE public key (z85) of the server at objectStorageAddress when it is
     #: not the servers' own (the host's cache); empty: theirs
     object_storage_server_key: str = ""
+    #: the scheduler's second way in (--tunnel-address, a tls://, ws:// or wss:// front), as bound; a peer that
+    #: came through it reaches the object storage through it too; empty: none
+    tunnel_address: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -812,6 +817,9 @@ class StatusSnapshot:
     jobs: tuple[JobSummary, ...] = ()
     #: the live actors
     actors: tuple[ActorSummary, ...] = ()
+    #: where objects live and move: the object storage server's counts and its host caches' (its info's, read
+    #: every second while the status is read)
+    storage: StorageTraffic = field(default_factory=StorageTraffic)
     #: learned run times, by function and capability set (in-process read model; not on the monitor feed)
     run_times: tuple[RunTimeEstimate, ...] = ()
     #: each client's work, for the budget split per client (in-process read model; not on the monitor feed)

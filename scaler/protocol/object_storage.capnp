@@ -36,7 +36,66 @@ struct StorageRequest {
     writeProgress @13 :WriteProgress;  # how far a writeBegin's file is written, or that its writer gave up
     source @14 :SourceRequest;  # a host cache (its hello names its address) asks where to fetch an object from:
                             # answered `source` (another host's cache, or this server)
+    hostReport @15 :HostReport;  # a host cache tells its storage server what it holds and moves (every second while
+                            # that changes, every 10 s while it does not): answered `none`; the server's info carries it
   }
+}
+
+struct HostTraffic {
+  # One host's row: its cache's counts since it started.
+  host @0 :Text;            # the host's name
+  address @1 :Text;         # where other hosts' caches reach its cache; empty: nowhere (it fetches from the storage)
+  bytesFromStorage @2 :UInt64;  # fetched from the storage server
+  bytesFromHosts @3 :UInt64;    # fetched from other hosts' caches
+  bytesToHosts @4 :UInt64;      # sent to other hosts' caches
+  bytesUploaded @5 :UInt64;     # results of its processors stored at the storage server
+  heldObjects @6 :UInt64;       # objects its cache holds
+  heldBytes @7 :UInt64;
+  transfers @8 :UInt32;         # its fetches under way
+}
+
+struct Transfer {
+  # An object on its way to a host.
+  objectId @0 :Data;
+  to @1 :Text;              # the host fetching it
+  source @2 :Text;          # the host it comes from; empty: the storage server
+  doneBytes @3 :UInt64;     # received so far (a fetch says so every 4 MiB)
+  totalBytes @4 :UInt64;
+  seconds @5 :Float64;      # since it began
+}
+
+struct HostReport {
+  # What a host cache holds and has moved since it started (docs/monitoring.md, "Where bytes live and move").
+  counts @0 :HostTraffic;   # its row; `address` and `transfers` are the server's to fill (empty here)
+  copies @1 :List(Data);    # the objects of 1 MiB or more it holds whole: the largest, at most 64
+  transfers @2 :List(Transfer);  # its fetches under way (`to` empty: the reporter; `source`: the cache it fetches
+                            # from, by address; empty: the storage server)
+}
+
+struct ObjectCopies {
+  # One large object: its copies out of the storage server and on the hosts.
+  objectId @0 :Data;
+  name @1 :Text;            # as it was stored ("argument of ndarray", a send_object name)
+  totalBytes @2 :UInt64;
+  copiesSent @3 :UInt32;    # reads of it the storage server answered over a socket, each a whole copy (a broadcast
+                            # that goes host to host: about one)
+  hosts @4 :UInt32;         # host caches that hold it whole
+  fetching @5 :UInt32;      # host caches fetching it now
+}
+
+struct StorageTraffic {
+  # Where a storage server's objects live and move: its own counts, and what its host caches report, bounded however
+  # many hosts there are (docs/monitoring.md, "Where bytes live and move").
+  bytesSent @0 :UInt64;     # payload bytes it sent to readers, over its sockets
+  bytesSentToCaches @1 :UInt64;  # of those, to host caches
+  bytesReceived @2 :UInt64; # payload bytes of the puts it received
+  hostCount @3 :UInt32;     # host caches that reported within the last 30 to 60 s
+  hosts @4 :List(HostTraffic);  # the 32 with transfers under way or, after them, that moved the most bytes
+  otherHosts @5 :HostTraffic;   # the other hosts' rows summed (host and address empty)
+  objects @6 :List(ObjectCopies);  # the 10 largest objects of 1 MiB or more that were sent, are held or move
+  transfers @7 :List(Transfer);  # the 16 transfers under way with the most bytes to go
+  transferCount @8 :UInt32; # every transfer under way
+  transferBytesLeft @9 :UInt64;  # the bytes every transfer under way has to go
 }
 
 struct SourceRequest {
@@ -153,4 +212,5 @@ struct StorageInfo {
   objectCount @0 :UInt64;
   totalBytes @1 :UInt64;
   ownerCount @2 :UInt64;
+  traffic @3 :StorageTraffic;  # where its objects live and move (version 6 and on; zeros from a host cache)
 }

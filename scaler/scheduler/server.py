@@ -26,6 +26,7 @@ from scaler.protocol import messages as m
 from scaler.protocol.exit_codes import ExitCode
 from scaler.protocol.feed import FEED_TOPICS, STATUS_TOPIC
 from scaler.protocol.ids import PeerID
+from scaler.protocol.storage_messages import StorageTraffic
 from scaler.scheduler.core.client_answers import Answer
 from scaler.scheduler.core.effects import (
     DeleteObjects,
@@ -411,6 +412,7 @@ class SchedulerServer:
         process = psutil.Process(os.getpid())
         process.cpu_percent()
         object_count = object_bytes = 0
+        storage = StorageTraffic()
         while True:
             await self._clock.sleep(STATS_SECONDS)
             if not (self._status_read() or self._core.managers):  # nobody reads them: not gathered (a wake-up saved)
@@ -421,7 +423,7 @@ class SchedulerServer:
                 # default) cancelled but scheduled, 60 of them at a time, each pinning the memory arena it was
                 # allocated in (amid a big queue's tasks, an arena that cannot go back after they ran)
                 info = await self._storage.info(timeout_seconds=STATS_SECONDS)
-                object_count, object_bytes = info.object_count, info.total_bytes
+                object_count, object_bytes, storage = info.object_count, info.total_bytes, info.traffic
             except Exception as error:
                 logger.debug("object storage info unavailable: %s", error)
             stats = ShellStats(
@@ -429,6 +431,7 @@ class SchedulerServer:
                 rss_bytes=process.memory_info().rss,
                 object_count=object_count,
                 object_bytes=object_bytes,
+                storage=storage,
                 messages_received=self._received,
                 messages_sent=self._outbox.frames_sent,
                 message_counts=tuple(

@@ -3,8 +3,9 @@
 It decides nothing itself. The scheduler link (`scaler.protocol.scheduler_link`) decides registration,
 heartbeats and liveness: a refusal, such as a duplicate manager id, ends the manager with exit code 1
 and the scheduler's reason in the log; a scheduler silent for longer than the scheduler timeout (the
-workers' death timeout) ends it with exit 2 if it never answered, 3 if it went away. The reconciler
-decides launches and terminations: on every new target and on a timer, `backend.list_units()` ->
+workers' death timeout) ends it with exit 2 if it never answered, 3 if it went away; a tunnel address whose
+certificate does not verify or whose proxy refuses (`scaler.io.tunnel.relay.refusal`) ends it with exit 2. The
+reconciler decides launches and terminations: on every new target and on a timer, `backend.list_units()` ->
 `Reconciler.plan` -> `backend.terminate` / `backend.launch`. Backend errors are logged and retried with
 the reconciler's back-off; they never end the manager.
 
@@ -28,11 +29,12 @@ import zmq
 
 from scaler.io.clock import REAL_CLOCK, Clock
 from scaler.io.sockets import SocketFactory, Sockets, TransportSecurity
+from scaler.io.tunnel.relay import refusal
 from scaler.io.zmq_async import AsyncSocket
 from scaler.io.zmq_parts import Frames
 from scaler.protocol import codec
 from scaler.protocol import messages as m
-from scaler.protocol.exit_codes import ExitCode
+from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
 from scaler.protocol.handshake import local_python_version
 from scaler.protocol.scheduler_link import (
     Forgotten,
@@ -307,6 +309,10 @@ class ManagerRunner:
         tick_seconds = min(0.5, self._settings.heartbeat_interval_seconds)
         while True:
             await self._clock.sleep(tick_seconds)
+            refused = refusal(self._settings.scheduler_address)
+            if refused is not None:  # a tunnel's certificate or proxy: it will not start answering by waiting
+                self.stop(refused, EXIT_CONFIGURATION)
+                return
             self._follow_link(self._link.on_tick(self._clock.now()))
 
     # ------------------------------------------------------------ reconcile loop

@@ -7,6 +7,7 @@ Set SCALER_SCREENSHOTS=docs/images to refresh the screenshots docs/monitoring.md
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import json
 import os
 import shutil
@@ -54,14 +55,15 @@ def slow_square(x: int) -> int:
     return x * x
 
 
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Any]:
+@contextlib.contextmanager
+def headless_chromium(folder: Path) -> Iterator[Any]:
+    """A headless chromium driven by Selenium, its profile in `folder`; quit on the way out."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service as DriverService
 
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    profile = tmp_path / "chromium-profile"
+    profile = folder / "chromium-profile"
     flags = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              "--window-size=1400,1000", f"--user-data-dir={profile}"]  # fmt: skip
@@ -73,6 +75,12 @@ def browser(tmp_path: Path) -> Iterator[Any]:
         yield driver
     finally:
         driver.quit()
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Any]:
+    with headless_chromium(tmp_path) as driver:
+        yield driver
 
 
 def card(driver: Any, name: str) -> str:
@@ -272,9 +280,11 @@ def test_a_combo_with_dashboard_true_serves_charts_with_axes_and_memory_against_
         wait_for(lambda: card(browser, "workers") == "2", "2 workers on the page")
         futures = [client.submit(slow_square, x) for x in range(80)]
         assert [future.result() for future in futures] == [x * x for x in range(80)]
-    wait_for(lambda: len(browser.execute_script(CHART_FACTS)) == 2, "two charts drawn")
+    wait_for(lambda: len(browser.execute_script(CHART_FACTS)) == 3, "three charts drawn")
     charts = browser.execute_script(CHART_FACTS)
-    assert {chart["title"] for chart in charts} == {"throughput", "workers' memory (PSS) against their limits"}
+    assert {chart["title"] for chart in charts} == {
+        "throughput", "workers' memory (PSS) against their limits", "object storage server: bytes sent"
+    }  # fmt: skip
     for chart in charts:
         assert chart["axes"] == 2, chart
         assert abs(chart["pixelWidth"] - chart["shownWidth"] * chart["ratio"]) <= 2, f"stretched: {chart}"
@@ -340,7 +350,7 @@ def test_no_card_of_the_page_is_cut_and_axis_values_leave_room_for_their_label(
         waiting = [client.submit(slow_square, x) for x in range(400)]  # queued a while: the Waiting tasks table
         wait_for(lambda: all(len(texts(browser, f"#{table} td")) > 1 for table in ("clients", "workers", "pending")),
                  "the client, the workers and the waiting tasks listed")  # fmt: skip
-        wait_for(lambda: len(browser.execute_script(CHART_FACTS)) == 2, "two charts drawn")
+        wait_for(lambda: len(browser.execute_script(CHART_FACTS)) == 3, "three charts drawn")
         cut = [(card, overflow) for card, overflow in browser.execute_script(CARDS_OVERFLOW) if overflow > 1]
         assert cut == [], f"cards whose content sticks out (pixels): {cut}"
         browser.execute_script(WIDE_VALUES_AXIS)

@@ -16,6 +16,9 @@ storage server sent are read from its established TCP sockets (`ss`'s bytes_acke
 - A host's cache that dies (killed) is replaced: its workers find the route again and their tasks go on.
 - A source the storage server names that nobody answers at (a host gone, or firewalled off): the fetch goes
   elsewhere, said once in the fetching cache's log, and the tasks read the object.
+- A broadcast is seen (issue 74 item 8): the status feed's storage names both hosts' caches, the object held by both
+  and sent once out of the storage server, the bytes that went host to host; `scaler_top` (in tmux) shows its row,
+  `/metrics` its series, and the dashboard (headless chromium) its hosts and the object's row.
 
 Checked by hand with each mechanism off:
 - the route off (`--host-cache False` for the clusters): the storage server sent the object once per processor (four
@@ -29,7 +32,11 @@ Checked by hand with each mechanism off:
 - the agent's check of its cache off (`WorkerAgent._check_cache` returning at once): no other cache starts:
   `test_a_cache_that_dies_is_replaced_...` fails;
 - the cache's authenticator letting every key in (`CacheSecurity.callback` returning True):
-  `test_a_peer_without_the_workers_keys_gets_nothing_from_a_cache` fails.
+  `test_a_peer_without_the_workers_keys_gets_nothing_from_a_cache` fails;
+- the caches' reports off (`CacheGlue.due_report` giving none): no host row, the object held by no host:
+  `test_a_broadcast_shows_in_the_status_feed_scaler_top_and_metrics` and
+  `test_the_dashboard_shows_where_a_broadcast_went` fail; the scheduler not passing on what its storage info says
+  (ShellStats' storage left empty): the first fails.
 """
 
 from __future__ import annotations
@@ -41,7 +48,8 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,8 +61,10 @@ from scaler import Client
 from scaler.errors import ScalerError
 from scaler.io.address import free_tcp_port_block
 from scaler.object_storage.connection import ObjectStorageConnection
+from scaler.protocol import messages as m
 from scaler.protocol.ids import ObjectID
-from scaler.protocol.storage_messages import SourceRequest
+from scaler.protocol.storage_messages import ObjectCopies, SourceRequest, StorageTraffic
+from scaler.scheduler.server import STATS_SECONDS
 from scaler.security.curve import CurveSecurity
 from tests.integration.conftest import (
     BIN_DIR,
@@ -63,11 +73,14 @@ from tests.integration.conftest import (
     Addresses,
     ProcessWatch,
     free_addresses,
+    monitor,
     probe_scheduler,
     session_security,
     wait_for,
     wait_for_workers,
 )
+from tests.integration.test_dashboard import card, headless_chromium, needs_browser, screenshot, texts
+from tests.integration.test_scaler_top import Terminal
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300), pytest.mark.xdist_group("host_caches")]
 
@@ -259,6 +272,165 @@ def test_the_hosts_fetch_an_object_about_once_and_map_one_copy(stack: Stack) -> 
         assert len(maps) == 1 and maps.pop().startswith("/dev/shm/scaler-objects-"), (
             f"the processors of {host} map {maps}: not one file of their cache"
         )
+
+
+# ---------------------------------------------------------------- seen: the status feed, scaler_top, the dashboard
+
+
+@pytest.fixture(scope="module")
+def dashboard(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`scaler_gui` on the stack's monitor: the page's address (its /metrics there too)."""
+    watch = ProcessWatch()
+    port = free_tcp_port_block(1)
+    log = tmp_path_factory.mktemp("dashboard") / "scaler_gui.log"
+    command = [str(BIN_DIR / "scaler_gui"), stack.addresses.monitor, "--gui-address", f"127.0.0.1:{port}", "-bi", "0.2"]
+    with open(log, "wb") as output:
+        watch.add(subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT))
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        wait_for(
+            lambda: "dashboard at" in log.read_text(errors="replace"), "the dashboard to start", COLD_START_SECONDS
+        )
+        yield url
+    finally:
+        watch.stop_all()
+    assert not watch.leftovers()
+
+
+@dataclass(frozen=True)
+class Broadcast:
+    """An array of its own read by 16 tasks on both hosts: its id, its size as stored, and the status's storage from
+    before it."""
+
+    object_id: ObjectID
+    size: int
+    before: StorageTraffic
+
+
+@pytest.fixture(scope="module")
+def broadcast(stack: Stack) -> Broadcast:
+    """One broadcast the tests of what is seen read (the feed, scaler_top, /metrics, the page): an array no other test
+    sends."""
+    import numpy
+
+    with monitor(stack.addresses.monitor) as next_snapshot:
+        first = next_snapshot()  # its storage may be as old as the last time anyone read the status
+        before = next_snapshot(lambda snapshot: snapshot.time >= first.time + 2 * STATS_SECONDS).storage
+    array = numpy.arange(ARRAY_ITEMS, dtype=numpy.float64) * 2.0
+    with Client(stack.addresses.scheduler) as client:
+        reference = client.send_object(array)
+        results = client.map(where_read, [reference] * 16, [0.5] * 16)
+    assert {host for host, _, _ in results} == set(HOSTS) and {total for _, _, total in results} == {array.sum()}
+    return Broadcast(ObjectID(reference.object_id), reference.size, before)
+
+
+def copies_of(storage: StorageTraffic, object_id: bytes) -> ObjectCopies | None:
+    return next((copies for copies in storage.objects if copies.object_id == object_id), None)
+
+
+def seen_on_both_hosts(object_id: bytes) -> Callable[[m.StatusSnapshot], bool]:
+    """A status whose storage names both hosts' caches, and the object held by both."""
+
+    def seen(snapshot: m.StatusSnapshot) -> bool:
+        copies = copies_of(snapshot.storage, object_id)
+        return (
+            copies is not None and copies.hosts == len(HOSTS) and set(HOSTS) <= {r.host for r in snapshot.storage.hosts}
+        )
+
+    return seen
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def _when(samples: Samples, key: tuple[str, tuple[tuple[str, str], ...]], value: float) -> Samples:
+    """The samples once `key` has `value`; {} until then."""
+    return samples if samples.get(key) == value else {}
+
+
+def metric_samples(url: str) -> Samples:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(url + "metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def test_a_broadcast_shows_in_the_status_feed_scaler_top_and_metrics(
+    stack: Stack, broadcast: Broadcast, dashboard: str, tmp_path: Path
+) -> None:
+    """The status's storage: one copy of the object out of the storage server, both hosts' caches holding it, the bytes
+    that moved host to host; scaler_top's rows of it in a real terminal; /metrics' series of it."""
+    object_id, size, before = broadcast.object_id, broadcast.size, broadcast.before
+    with monitor(stack.addresses.monitor) as next_snapshot:
+        storage = next_snapshot(seen_on_both_hosts(object_id)).storage
+    copies = copies_of(storage, object_id)
+    assert copies is not None and copies.total_bytes == size
+    assert copies.copies_sent == 1, f"{copies}: the storage server sent it {copies.copies_sent} time(s)"
+    out_of_storage = storage.bytes_sent_to_caches - before.bytes_sent_to_caches
+    assert size <= out_of_storage < 1.5 * size, f"the storage sent its caches {out_of_storage} bytes for {size}"
+    earlier = {row.host: row.bytes_from_hosts for row in before.hosts}
+    host_to_host = sum(row.bytes_from_hosts - earlier.get(row.host, 0) for row in storage.hosts)
+    assert host_to_host >= size, f"{host_to_host} bytes went host to host for an object of {size}: {storage.hosts}"
+
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed (make test installs it): scaler_top was not shown")
+    terminal = Terminal(tmp_path)
+    try:
+        terminal.type(f"{BIN_DIR / 'scaler_top'} {stack.addresses.monitor}", "Enter")
+        screen = terminal.shows(object_id.hex()[:16])
+        assert "object storage sent" in screen and all(host in screen for host in HOSTS), screen
+        row = next(line for line in screen.splitlines() if object_id.hex()[:16] in line).split()
+        assert row[2:5] == ["1", "2", "0"], f"copies sent, on hosts, fetching: {row}"
+        folder = os.environ.get("SCALER_SCREENSHOTS")
+        if folder:  # the part of the screen docs/monitoring.md shows
+            lines = [line.rstrip() for line in screen.splitlines()]
+            start = next(index for index, line in enumerate(lines) if line.startswith("object storage sent"))
+            end = lines.index("", start) if "" in lines[start:] else len(lines)
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            (Path(folder) / "scaler_top_bytes.txt").write_text("\n".join(lines[start:end]))
+        terminal.type("q")
+    finally:
+        terminal.close()
+
+    label = (("object", object_id.hex()[:16]),)
+    held = ("scaler_object_hosts", (*label, ("state", "held")))
+    samples = wait_for(lambda: _when(metric_samples(dashboard), held, len(HOSTS)), "/metrics to name it on both hosts")
+    assert samples[("scaler_object_copies_sent_total", label)] == 1
+    assert samples[("scaler_host_caches", ())] == len(HOSTS)
+    for host in HOSTS:
+        assert (("scaler_host_received_bytes_total", (("host", host), ("source", "hosts")))) in samples
+
+
+@needs_browser
+def test_the_dashboard_shows_where_a_broadcast_went(broadcast: Broadcast, dashboard: str, tmp_path: Path) -> None:
+    object_id = broadcast.object_id
+    with headless_chromium(tmp_path) as browser:
+        browser.get(dashboard)
+        wait_for(lambda: all(host in " ".join(texts(browser, "#hosts td")) for host in HOSTS), "both hosts' caches")
+        on_both = wait_for(lambda: _on_both_hosts(browser, object_id.hex()[:16]), "the object on both hosts' caches")
+        assert on_both[3] == "1", f"copies sent out of the storage: {on_both}"
+        assert card(browser, "host caches") == str(len(HOSTS))
+        browser.execute_script("document.getElementById('bytes-section').scrollIntoView();")
+        screenshot(browser, "dashboard-bytes.png")
+        errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+        assert not errors, errors
+
+
+#: The cells of each row of the page's large objects: object, name, size, copies sent, on hosts, fetching.
+_LARGE_OBJECT_CELLS = (
+    "return [...document.querySelectorAll('#large-objects tr')].map(r => [...r.cells].map(c => c.textContent));"
+)
+
+
+def _on_both_hosts(browser: Any, shown: str) -> list[str]:
+    """The page's row of an object once it says both hosts' caches hold it; [] until then."""
+    rows = browser.execute_script(_LARGE_OBJECT_CELLS)
+    return next((row for row in rows if row[:1] == [shown] and row[4] == str(len(HOSTS))), [])
 
 
 def test_a_peer_without_the_workers_keys_gets_nothing_from_a_cache(stack: Stack) -> None:

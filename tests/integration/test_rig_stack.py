@@ -5,7 +5,10 @@ two others, clients on one more, every byte between them crossing 100 Mbit/s lin
   worker host receives it, and the storage host's egress is recorded (today each processor fetches its own copy);
 - slow is not failed (item 7): a 100 MB get over a link on which it takes longer than the storage timeout succeeds,
   since the timeout bounds the server's silence, not the get's duration; a storage server frozen mid-transfer
-  (SIGSTOP) fails the get after the silence bound.
+  (SIGSTOP) fails the get after the silence bound;
+- seen (item 8): while a broadcast crosses to the worker hosts the status names each transfer under way (to which
+  host, from where, how far: the second host fetching from the first), and then both hosts' caches holding the object,
+  sent once out of the storage server.
 
 Checked with the mechanism off: with the core's deadline counted from the request's sending alone (`_deadline`
 without `_heard_at`), the 100 MB get fails with "sent nothing for 3 s" after 3 s.
@@ -15,6 +18,7 @@ Needs root and the rig's tools (tests/rig); skipped naming what is missing other
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 from collections.abc import Iterator
@@ -25,7 +29,11 @@ from tests.integration.conftest import wait_for
 from tests.rig import MBIT, Rig, unavailable
 from tests.rig.stack import RigStack, key_variables
 
-pytestmark = [pytest.mark.integration, pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(unavailable() is not None, reason=str(unavailable())),
+    pytest.mark.xdist_group("test_rig_stack"),  # one rig for the module's tests
+]
 
 MB = 1_000_000
 WORKERS = {"w1": 2, "w2": 2}
@@ -80,6 +88,34 @@ with ObjectStorageConnection(sys.argv[2], "worker", timeout_seconds=float(sys.ar
     except ObjectStorageException as error:
         outcome = {"error": str(error)}
 print(json.dumps({**outcome, "seconds": time.monotonic() - started}))
+"""
+
+#: Reads the status feed on a host until it has seen a transfer of an object of the given size under way and then that
+#: object held by every worker host's cache (or its time is up): prints what it saw (JSON).
+WATCH_TRANSFERS = """
+import json, sys, time
+from scaler.monitor.feed import FeedReader
+from scaler.protocol import messages as m
+from scaler.protocol.feed import STATUS_TOPIC
+
+address, size, hosts, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+reader = FeedReader(address, topics=(STATUS_TOPIC,))
+print("watching", flush=True)
+deadline, under_way, held = time.monotonic() + seconds, [], None
+while time.monotonic() < deadline and held is None:
+    status = reader.receive(0.1)
+    if not isinstance(status, m.StatusSnapshot):
+        continue
+    storage = status.storage
+    for each in storage.transfers:
+        if abs(each.total_bytes - size) < 4096 and 0 < each.done_bytes < each.total_bytes:
+            under_way.append({"to": each.to, "from": each.source, "done": each.done_bytes, "seconds": each.seconds})
+    for copies in storage.objects:
+        if abs(copies.total_bytes - size) < 4096 and copies.hosts >= hosts and under_way:
+            held = {"copies_sent": copies.copies_sent, "hosts": copies.hosts,
+                    "rows": {row.host: [row.bytes_from_storage, row.bytes_from_hosts] for row in storage.hosts}}
+reader.close()
+print(json.dumps({"under_way": under_way, "held": held}))
 """
 
 
@@ -150,3 +186,27 @@ def test_a_storage_frozen_mid_transfer_fails_the_get_after_the_silence_bound(sta
     last = reader.log_text().strip().splitlines()[-1]
     assert f"sent nothing for {TIMEOUT_SECONDS} s" in last and stack.storage_address in last, reader.log_text()
     assert rig.link_bytes()["client"].received - start < size  # it did not all come
+
+
+@pytest.mark.timeout(300)
+def test_a_broadcast_in_flight_shows_its_transfers_in_the_status(stack: RigStack) -> None:
+    """Issue 74 item 8 on shaped links: while an object crosses to the worker hosts, the status names each transfer
+    under way (to which host, from where, how far); once both hosts' caches hold it, the storage server sent it once.
+    Checked with the mechanism off: with the caches' reports giving no transfer (`Ledger.report` with `transfers=()`)
+    no status shows one and the test fails."""
+    size, slots = 30 * MB + 8 * 1024, sum(WORKERS.values())  # an object of its own (the other test's is 20 MB)
+    script = stack.rig.workdir / "watch-transfers.py"
+    script.write_text(WATCH_TRANSFERS)
+    watcher = stack.storage_host.start(
+        stack.command("python"), str(script), stack.monitor_address, str(size), str(len(WORKERS)), "120",
+        name="watcher",
+    )  # fmt: skip
+    watcher.wait_for_log("watching")
+    answer = stack.run_script("client", BROADCAST, str(size), str(slots))
+    assert answer["sums"] == [size // 8] * slots, answer
+    watcher.popen.wait(150)
+    seen = json.loads(watcher.log_text().strip().splitlines()[-1])
+    assert seen["under_way"], f"no status showed a transfer of the object under way: {seen}"
+    assert {each["to"] for each in seen["under_way"]} <= set(WORKERS), seen
+    assert seen["held"] is not None and seen["held"]["copies_sent"] == 1, seen
+    print(f"transfers of a {size // MB} MB broadcast seen under way: {seen['under_way'][:4]}; then {seen['held']}")

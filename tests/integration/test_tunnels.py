@@ -22,9 +22,18 @@ from scaler import Client, SchedulerClusterCombo
 from scaler.io.address import free_tcp_port_block
 from scaler.io.sockets import SocketFactory
 from scaler.io.tunnel import TunnelError
+from scaler.io.tunnel import relay as relay_module
 from scaler.io.tunnel.tls import trust_ca_file
 from tests.http_connect_proxy import ConnectProxy
-from tests.integration.conftest import BIN_DIR, DEADLINE_SECONDS, Launcher, monitor
+from tests.integration.conftest import (
+    BIN_DIR,
+    COLD_START_SECONDS,
+    DEADLINE_SECONDS,
+    Launcher,
+    kill_tree,
+    monitor,
+    wait_for_workers,
+)
 from tests.tls_certificates import Authority, make_authority
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_tunnels")]
@@ -125,13 +134,15 @@ def test_a_proxy_that_refuses_connect_is_one_line_naming_it(stack: SchedulerClus
 # ---------------------------------------------------------------- refusals: one line each
 
 
-def _scheduler(*args: str) -> subprocess.CompletedProcess[str]:
+def _scheduler(*args: str) -> subprocess.Popen[str]:
     address = f"{args[0]}://127.0.0.1:{free_tcp_port_block(3)}"
     command = [str(BIN_DIR / "scaler_scheduler"), address, "--insecure", *args[1:]]
-    return subprocess.run(command, capture_output=True, text=True, timeout=DEADLINE_SECONDS, stdin=subprocess.DEVNULL)
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL
+    )
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)
 def test_a_scheduler_without_a_usable_certificate_exits_2_naming_it(authority: Authority, tmp_path: Path) -> None:
     missing = str(tmp_path / "nowhere.pem")
     cases = [
@@ -141,18 +152,31 @@ def test_a_scheduler_without_a_usable_certificate_exits_2_naming_it(authority: A
         (("tls", "-tc", authority.good.cert, "-tk", authority.wrong_host.key), "must be the certificate's"),
         (("tls", "--tls-cert", authority.good.cert), "tls_cert is given without tls_key"),
     ]
-    for args, said in cases:
-        finished = _scheduler(*args)
-        output = finished.stdout + finished.stderr
-        assert finished.returncode == 2, output
-        errors = [line for line in output.splitlines() if "ERROR" in line]
-        assert len(errors) == 1 and said in errors[0], output
-        assert "Traceback" not in output
+    started = [(_scheduler(*args), said) for args, said in cases]  # at once: five cold starts cost one's wait
+    try:
+        for process, said in started:
+            output = process.communicate(timeout=COLD_START_SECONDS)[0]
+            assert process.returncode == 2, output
+            errors = [line for line in output.splitlines() if "ERROR" in line]
+            assert len(errors) == 1 and said in errors[0], output
+            assert "Traceback" not in output
+    finally:
+        for process, _ in started:
+            if process.poll() is None:
+                kill_tree(process.pid)
+                process.wait()
+            if process.stdout is not None:
+                process.stdout.close()
 
 
 @pytest.mark.timeout(60)
-def test_a_certificate_that_does_not_verify_is_one_line_at_connect(authority: Authority) -> None:
+def test_a_certificate_that_does_not_verify_is_one_line_at_connect(
+    authority: Authority, monkeypatch: pytest.MonkeyPatch
+) -> None:
     trust_ca_file(authority.ca)  # the process trusts the test authority: only the certificates' faults remain
+    # The dial raises what its first try met within its wait (a second): waiting out the whole try instead, a loaded
+    # machine's slow handshake cannot let the dial return first.
+    monkeypatch.setattr(relay_module, "FIRST_TRY_WAIT_SECONDS", DEADLINE_SECONDS)
     port = free_tcp_port_block(1)
     cases = [
         (authority.untrusted, "its authority is not trusted here"),
@@ -204,14 +228,17 @@ def _plain_tls_server(port: int, cert: str, key: str) -> Iterator[None]:
 
 @pytest.mark.timeout(120)
 def test_a_scheduler_serves_a_websocket_front_beside_its_native_address(launcher: Launcher) -> None:
-    """`--tunnel-address`: workers on the native address, a client through the front (its object storage at
-    /storage of the same port, its monitor at /monitor)."""
-    base, front_port = free_tcp_port_block(3), free_tcp_port_block(1)
-    native = f"tcp://127.0.0.1:{base}"
+    """`--tunnel-address`: workers on the native address, a client through the front, which is told its object
+    storage there (/storage of the same port, at the host and port the client used), and a monitor at /monitor."""
+    base = free_tcp_port_block(4)  # the native three, and the front's port after them: never one of theirs
+    native, front_port = f"tcp://127.0.0.1:{base}", base + 3
     front = f"ws://127.0.0.1:{front_port}"
     launcher.start("scaler_scheduler", native, "--tunnel-address", front, "-ll", "INFO")
     launcher.cluster(native, 1)
-    with Client(address=front, object_storage_address=f"{front}/storage", timeout_seconds=DEADLINE_SECONDS) as client:
+    # The scheduler serves its front before it answers; a cold start under load outlasts a client's connect timeout.
+    wait_for_workers(f"tcp://127.0.0.1:{base + 2}", 1, COLD_START_SECONDS)
+    with Client(address=f"ws://localhost:{front_port}/", timeout_seconds=DEADLINE_SECONDS) as client:
+        assert f"ws://localhost:{front_port}/storage" in client._repr_html_()
         large = bytes(range(256)) * (LARGE_BYTES // 256)
         assert client.submit(reversed_bytes, large).result(timeout=DEADLINE_SECONDS) == large[::-1]
     with monitor(f"{front}/monitor") as next_snapshot:

@@ -105,6 +105,7 @@ def unknown_members() -> dict[str, bytes]:
     request_data = _struct(request, 0)[0]
     role = schema.Hello.schema.fields["role"].schema
     reply_data = _struct(bytearray(reply), 0)[0]
+    past_last = len(storage.StorageRequest.schema.union_fields)  # one past the request's last member
     return {
         "envelope": _set_16(ping, _struct(ping, 0)[0], 0, 99),
         "Hello.role": _set_16(hello, hello_data, _discriminant(role), 9),
@@ -114,7 +115,7 @@ def unknown_members() -> dict[str, bytes]:
         "Argument union": _set_16(body, args_tag + 1, _discriminant(schema.Argument.schema), 8),
         "StorageReply union": _set_16(bytearray(reply), reply_data, _discriminant(storage.StorageReply.schema), 12),
         "StorageStatus": _set_16(bytearray(reply), reply_data, _enum_offset(storage.StorageReply.schema, "status"), 40),
-        "StorageRequest union": _set_16(request, request_data, _discriminant(storage.StorageRequest.schema), 14),
+        "StorageRequest union": _set_16(request, request_data, _discriminant(storage.StorageRequest.schema), past_last),
     }
 
 

@@ -9,6 +9,7 @@ import pytest
 from scaler.io.address import AddressError, parse_address
 from scaler.io.tunnel import proxy as proxies
 from scaler.io.tunnel import websocket
+from scaler.io.tunnel.front import storage_for
 
 
 @pytest.mark.parametrize(
@@ -116,3 +117,25 @@ def test_a_plain_get_a_path_not_served_and_no_subprotocol_are_answered_and_close
     with pytest.raises(websocket.UpgradeRefused, match="refused the WebSocket upgrade with 400"):
         client, _ = websocket.upgrade_request("hub", 443, "/")
         websocket.accept_upgrade(client, refused.reply, "wss://hub:443/")
+
+
+@pytest.mark.parametrize(
+    ("front", "reached", "storage"),
+    [
+        ("wss://0.0.0.0:443", "wss://hub.example.com/", "wss://hub.example.com:443/storage"),
+        (
+            "wss://0.0.0.0:8443/scaler/",
+            "wss://proxy.example.com:443/scaler/",
+            "wss://proxy.example.com:443/scaler/storage",
+        ),
+        ("ws://0.0.0.0:8080", "wss://hub.example.com/", "wss://hub.example.com:443/storage"),
+        ("tls://0.0.0.0:8516", "tls://hub.example.com:9516", "tls://hub.example.com:9517"),
+        ("wss://0.0.0.0:443", "tcp://10.0.0.1:8516", "tcp://10.0.0.1:8517"),
+        ("tls://0.0.0.0:8516", "wss://hub.example.com/", "tcp://10.0.0.1:8517"),
+        ("", "wss://hub.example.com/", "tcp://10.0.0.1:8517"),
+    ],
+)
+def test_a_peer_that_came_through_the_front_reaches_the_storage_through_it(
+    front: str, reached: str, storage: str
+) -> None:
+    assert storage_for("tcp://10.0.0.1:8517", front, reached) == storage

@@ -50,6 +50,14 @@ TASK = m.Task(
     (m.TaskInput(U, m.PayloadKind.INLINE, b"value"), m.TaskInput(T, m.PayloadKind.OBJECT_ID, b"o" * 16)),
 )
 
+#: a host cache's row, a transfer and a storage server's traffic (the monitor feed's status carries it too)
+HOST_ROW = sm.HostTraffic("host-a", "tcp://10.0.0.2:4000", 1 << 30, 1 << 29, 1 << 28, 1 << 20, 3, 1 << 31, 1)
+TRANSFER = sm.Transfer(ObjectID(b"o" * 16), "host-b", "host-a", 1 << 22, 1 << 26, 1.5)
+TRAFFIC = sm.StorageTraffic(
+    1 << 33, 1 << 32, 1 << 27, 40, (HOST_ROW,), sm.HostTraffic(bytes_from_storage=1 << 34, transfers=7),
+    (sm.ObjectCopies(ObjectID(b"o" * 16), "argument of ndarray", 1 << 26, 1, 3, 1),), (TRANSFER,), 8, 1 << 29,
+)  # fmt: skip
+
 MESSAGES: dict[str, m.Message] = {
     "hello-client": m.Hello(1, "3.11.7", 42, "laptop", m.ClientInfo("notebook", 2.5, 10, 3), b"instance"),
     "hello-client-sparse": m.Hello(1, "3.11.7", 42, "laptop", m.ClientInfo()),
@@ -201,6 +209,7 @@ MESSAGES: dict[str, m.Message] = {
         ),
     ),
     "status-sparse": m.StatusSnapshot(0.0, m.SchedulerStats()),
+    "status-storage": m.StatusSnapshot(3.0, m.SchedulerStats(), storage=TRAFFIC),
     "status-away-client": m.StatusSnapshot(
         2.0, m.SchedulerStats(), clients=(m.ClientSummary(b"Client|c", 3, "laptop", "mac", COUNTS, 185.0, 1800.0),)
     ),
@@ -264,6 +273,15 @@ REQUESTS: dict[str, sm.StorageRequest] = {
     "storage-write-begin-sparse": sm.StorageRequest(12, sm.WriteBegin(ObjectID(b"o" * 16), b"", "6f6f.put", 0, ())),
     "storage-write-progress": sm.StorageRequest(13, sm.WriteProgress(ObjectID(b"o" * 16), 1 << 22, "disk full")),
     "storage-write-progress-sparse": sm.StorageRequest(13, sm.WriteProgress(ObjectID(b"o" * 16), 0)),
+    "storage-host-report": sm.StorageRequest(
+        14,
+        sm.HostReport(
+            sm.HostTraffic("host-a", "", 1 << 30, 1 << 29, 1 << 28, 1 << 20, 3, 1 << 31),
+            (ObjectID(b"o" * 16),),
+            (sm.Transfer(ObjectID(b"o" * 16), "", "tcp://10.0.0.3:4000", 1 << 22, 1 << 26, 1.5),),
+        ),
+    ),
+    "storage-host-report-sparse": sm.StorageRequest(14, sm.HostReport()),
     "storage-adopt-many": sm.StorageRequest(
         10,
         sm.AdoptMany(
@@ -281,6 +299,7 @@ REPLIES: dict[str, sm.StorageReply] = {
     "storage-reply-exists": sm.StorageReply(5, sm.StorageStatus.OK, "", True),
     "storage-reply-absent": sm.StorageReply(5, sm.StorageStatus.NOT_FOUND, "", False),
     "storage-reply-info": sm.StorageReply(6, sm.StorageStatus.OK, "", sm.StorageInfo(10, 1 << 40, 2)),
+    "storage-reply-info-traffic": sm.StorageReply(6, sm.StorageStatus.OK, "", sm.StorageInfo(10, 1 << 40, 2, TRAFFIC)),
     "storage-reply-deleted": sm.StorageReply(4, sm.StorageStatus.OK, "", 2),
     "storage-reply-full": sm.StorageReply(2, sm.StorageStatus.FULL, "memory budget of 1 GiB reached"),
     "storage-reply-segments": sm.StorageReply(

@@ -17,7 +17,7 @@ CLOSE_NORMAL, CLOSE_PROTOCOL_ERROR, CLOSE_UNSUPPORTED_DATA = 1000, 1002, 1003
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 
 
-def frame(opcode: int, payload: bytes, masked: bool) -> bytes:
+def frame(opcode: int, payload: bytes | memoryview, masked: bool) -> bytes:
     """One final frame of `opcode` carrying `payload`, masked with a fresh key when `masked`."""
     length = len(payload)
     mask_bit = 0x80 if masked else 0
@@ -29,11 +29,26 @@ def frame(opcode: int, payload: bytes, masked: bool) -> bytes:
         head = struct.pack("!BBQ", 0x80 | opcode, mask_bit | 127, length)
     if not masked:
         return head + payload
-    key = os.urandom(4)
+    key = _masking_key()
     return head + key + _xor(payload, key)
 
 
-def _xor(payload: bytes, key: bytes) -> bytes:
+#: Masking keys drawn and not used yet (the relay's thread alone takes them; a forked child draws its own).
+_keys = bytearray()
+if hasattr(os, "register_at_fork"):  # absent where there is no fork (Windows)
+    os.register_at_fork(after_in_child=_keys.clear)
+
+
+def _masking_key() -> bytes:
+    """Four unpredictable bytes (RFC 6455, section 5.3), taken from the system's random source a thousand at a time."""
+    if not _keys:
+        _keys.extend(os.urandom(4096))
+    key = bytes(_keys[-4:])
+    del _keys[-4:]
+    return key
+
+
+def _xor(payload: bytes | memoryview, key: bytes) -> bytes:
     if not payload:
         return b""
     length = len(payload)

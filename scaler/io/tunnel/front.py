@@ -5,8 +5,12 @@ port; a tls:// one at its port, +1 and +2."""
 
 from __future__ import annotations
 
-from scaler.io.address import Address, parse_address
-from scaler.io.tunnel.tls import ServerCertificate
+from typing import TYPE_CHECKING
+
+from scaler.io.address import Address, AddressError, parse_address
+
+if TYPE_CHECKING:  # the browser client reads `storage_for` here, where no TLS is
+    from scaler.io.tunnel.tls import ServerCertificate
 
 #: The paths of a WebSocket front: the scheduler, its object storage, its monitor.
 FRONT_PATHS = ("/", "/storage", "/monitor")
@@ -23,6 +27,20 @@ def front_addresses(address: str, host: str | None = None, port: int | None = No
         root = (base.path or "/").rstrip("/")
         return [str(Address(base.scheme, host, port, f"{root}{path}")) for path in FRONT_PATHS]
     return [str(Address(base.scheme, host, port + offset)) for offset in range(3)]
+
+
+def storage_for(advertised: str, front: str, reached: str) -> str:
+    """The object storage address for a peer that reached a scheduler at `reached`, told `advertised` (the storage's
+    native address) and the scheduler's front `front` ("": none): through the front when the peer came through it
+    (a WebSocket address for a WebSocket front, a tls:// one for a tls:// front), at the host, port and root path it
+    used, which may be a proxy's rather than the front's own; `advertised` otherwise."""
+    try:
+        bound, used = parse_address(front), parse_address(reached)
+    except AddressError:
+        return advertised
+    if not (bound.is_tunnel and used.is_tunnel and bound.is_websocket == used.is_websocket):
+        return advertised
+    return front_addresses(str(used))[1]
 
 
 def serve_front(address: str, endpoints: tuple[str, str, str], certificate: ServerCertificate | None) -> int:

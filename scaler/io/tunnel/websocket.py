@@ -41,7 +41,7 @@ class WebSocketFraming:
     def closed(self) -> bool:
         return self._reader.closed or self._close_sent
 
-    def wrap(self, payload: bytes) -> bytes:
+    def wrap(self, payload: bytes | memoryview) -> bytes:
         """`payload` as one binary message (b"" once closed: what ZeroMQ still sends then is dropped, as on a
         closed TCP connection)."""
         if self.closed:

@@ -8,17 +8,28 @@ import asyncio
 import concurrent.futures
 import itertools
 import logging
+import socket
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from scaler.io.sockets import TransportSecurity
 from scaler.object_storage.host_cache.cache_rules import FETCHER, Check, Fetch, Upload
 from scaler.object_storage.host_cache.ledger import Ledger
+from scaler.object_storage.host_cache.reporter import Reporter
 from scaler.object_storage.host_cache.upstream import UploadJob, Upstream
 from scaler.object_storage.segment_files import SegmentFileError, map_segment, segment_path
 from scaler.object_storage.service import Reply, StorageAnswer, StorageService
 from scaler.protocol.ids import ObjectID
-from scaler.protocol.storage_messages import Adopt, Put, StorageOperation, StorageStatus, WriteBegin, WriteProgress
+from scaler.protocol.storage_messages import (
+    Adopt,
+    HostReport,
+    HostTraffic,
+    Put,
+    StorageOperation,
+    StorageStatus,
+    WriteBegin,
+    WriteProgress,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -55,12 +66,29 @@ class CacheGlue:
         self._requests = itertools.count(1)
         self._pending: dict[int, bytes] = {}  #: the fetcher's request id -> its object
         self.ledger = Ledger()
+        self._host = socket.gethostname()
         self.upstream = Upstream(
             upstream_address, segment_directory, self, self._on_loop, security, timeout_seconds, own_address=own_address
         )
+        self.reporter = Reporter(
+            upstream_address, self.due_report, self._on_loop, security, timeout_seconds, own_address
+        )  # what it holds and moves, told the storage server (ledger.py)
 
     def close(self) -> None:
+        self.reporter.close()
         self.upstream.close()
+
+    def due_report(self) -> HostReport | None:
+        """The report to send the storage server now, or None when none is due (ledger.py, L3)."""
+        service = self._shell.service
+        info = service.store.info()
+        counts = HostTraffic(
+            self._host, held_objects=info.object_count, held_bytes=info.total_bytes,
+            bytes_to_hosts=service.traffic.bytes_sent_to_caches,
+        )  # fmt: skip
+        now = self._loop.time()
+        report = self.ledger.report(counts, lambda object_id: service.store.peek(object_id) is not None, now)
+        return report if self.ledger.report_due(report, now) else None
 
     # ------------------------------------------------------------ from the shell
 
@@ -88,23 +116,28 @@ class CacheGlue:
 
     # ------------------------------------------------------------ reports of the upstream threads (UpstreamReports)
 
-    def fetch_begun(self, object_id: bytes, file_name: str, frame_bytes: tuple[int, ...]) -> bool:
+    def fetch_begun(self, object_id: bytes, file_name: str, frame_bytes: tuple[int, ...], source: str) -> bool:
         begin = WriteBegin(ObjectID(object_id), b"", file_name, sum(frame_bytes), frame_bytes, "")
-        return self._request(object_id, begin, keep=False) is StorageStatus.OK
+        begun = self._request(object_id, begin, keep=False) is StorageStatus.OK
+        if begun:
+            self.ledger.begun(object_id, source, sum(frame_bytes), self._loop.time())
+        return begun
 
     def fetch_progress(self, object_id: bytes, written: int) -> None:
+        self.ledger.progress(object_id, written)
         self._request(object_id, WriteProgress(ObjectID(object_id), written), keep=False)
 
-    def fetch_whole(self, object_id: bytes, file_name: str, total: int) -> None:
-        self.ledger.fetched(object_id, total)
+    def fetch_whole(self, object_id: bytes, file_name: str, total: int, source: str) -> None:
+        self.ledger.fetched(object_id, total, source)
         self._request(object_id, Adopt(ObjectID(object_id), b"", file_name, total, ""))
 
-    def fetch_small(self, object_id: bytes, frames: list[bytes]) -> None:
+    def fetch_small(self, object_id: bytes, frames: list[bytes], source: str) -> None:
         total = sum(len(frame) for frame in frames)
-        self.ledger.fetched(object_id, total)
+        self.ledger.fetched(object_id, total, source)
         self._request(object_id, Put(ObjectID(object_id), b"", total, ""), frames)
 
     def fetch_failed(self, object_id: bytes, reason: str) -> None:
+        self.ledger.failed(object_id)
         self._shell.service.fetch_failed(object_id, reason)
         self._shell.answer_all([])
 

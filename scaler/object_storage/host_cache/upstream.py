@@ -78,13 +78,13 @@ Job = Fetch | UploadJob | Check
 class UpstreamReports(Protocol):
     """What the server's shell is told, on its event loop's thread (host_cache/glue.py)."""
 
-    def fetch_begun(self, object_id: bytes, file_name: str, frame_bytes: tuple[int, ...]) -> bool: ...
+    def fetch_begun(self, object_id: bytes, file_name: str, frame_bytes: tuple[int, ...], source: str) -> bool: ...
 
     def fetch_progress(self, object_id: bytes, written: int) -> None: ...
 
-    def fetch_whole(self, object_id: bytes, file_name: str, total: int) -> None: ...
+    def fetch_whole(self, object_id: bytes, file_name: str, total: int, source: str) -> None: ...
 
-    def fetch_small(self, object_id: bytes, frames: list[bytes]) -> None: ...
+    def fetch_small(self, object_id: bytes, frames: list[bytes], source: str) -> None: ...
 
     def fetch_failed(self, object_id: bytes, reason: str) -> None: ...
 
@@ -184,7 +184,7 @@ class Upstream:
         if self._from_another_host(connection, peers, object_id):
             return
         try:
-            connection.read_in_parts(object_id, lambda source: self._copy(object_id, source))
+            connection.read_in_parts(object_id, lambda parts: self._copy(object_id, parts))
         except MissingObjects as error:
             missing = str(error)
             self._on_loop(lambda: self._reports.fetch_failed(object_id, missing))
@@ -208,7 +208,8 @@ class Upstream:
             digests = source.piece_digests
             try:
                 peer = peers.get(source.address) or peers.setdefault(source.address, self._peer(source.address))
-                peer.read_in_parts(object_id, lambda parts: self._copy(object_id, parts, digests))  # noqa: B023
+                address = source.address
+                peer.read_in_parts(object_id, lambda parts: self._copy(object_id, parts, digests, address))  # noqa: B023
                 return True
             except (ObjectStorageException, OSError) as error:
                 self._source_failed(object_id, source.address, error)
@@ -235,10 +236,10 @@ class Upstream:
         else:
             logger.info("object %s: fetching it from the host cache at %s failed (%s)", object_id.hex(), address, error)
 
-    def _copy(self, object_id: bytes, source: ObjectInParts, digests: Sequence[bytes] = ()) -> None:
+    def _copy(self, object_id: bytes, source: ObjectInParts, digests: Sequence[bytes] = (), address: str = "") -> None:
         """Consume one answer (called again when the answer started over): into memory when small, else into a file
         of the segment directory, which readers follow as it is written and which is then adopted. With `digests`
-        (another host's cache sends it), each piece is checked against its digest as it comes."""
+        (another host's cache at `address` sends it), each piece is checked against its digest as it comes."""
         frame_bytes = tuple(source.frame_bytes)
         total = sum(frame_bytes)
         check = _Check(digests, frame_bytes) if digests else None
@@ -246,7 +247,7 @@ class Upstream:
             frames = [_read_exactly(source, length) for length in frame_bytes]
             if check is not None:
                 check.frames(frames)
-            self._on_loop(lambda: self._reports.fetch_small(object_id, frames))
+            self._on_loop(lambda: self._reports.fetch_small(object_id, frames, address))
             return
         file_name = f"{file_stem(object_id)}.fetch{os.getpid()}-{next(_numbers)}{PUT_SUFFIX}"
         path = os.path.join(self._directory, file_name)
@@ -255,7 +256,7 @@ class Upstream:
         try:
             os.ftruncate(descriptor, head.file_bytes)
             os.pwrite(descriptor, head_bytes, 0)
-            if not self._on_loop(lambda: self._reports.fetch_begun(object_id, file_name, frame_bytes)):
+            if not self._on_loop(lambda: self._reports.fetch_begun(object_id, file_name, frame_bytes, address)):
                 remove_file(path)  # stored meanwhile, or being written by another: the service answered its readers
                 return
             with mmap.mmap(descriptor, head.file_bytes) as mapped:
@@ -265,7 +266,7 @@ class Upstream:
             raise
         finally:
             os.close(descriptor)
-        self._on_loop(lambda: self._reports.fetch_whole(object_id, file_name, total))
+        self._on_loop(lambda: self._reports.fetch_whole(object_id, file_name, total, address))
 
     def _fill(
         self,

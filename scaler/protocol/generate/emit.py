@@ -126,9 +126,7 @@ def values_module(module: Module, doc: str, extras_module: str, extras: list[str
         lines.append("import enum")
     lines.append("from dataclasses import dataclass" + (", field" if "field(" in source + _extras(module) else ""))
     lines.append("")
-    if ids:
-        lines.append(f"from scaler.protocol.ids import {', '.join(ids)}")
-    lines += _import(extras_module, extras)
+    lines += _imports(module, ids, extras_module, extras)
     lines += ["", *sequence("__all__ = [", [f'"{name}"' for name in sorted({*public, *extras}, key=_isort)], "]")]
     for name, value, doc in module.constants:
         lines += ["", *comment(doc, 0), f"{name} = {value}"]
@@ -154,6 +152,16 @@ def values_module(module: Module, doc: str, extras_module: str, extras: list[str
         lines += ["", "#: Every message type, in the order of the envelope's union (its discriminant)."]
         lines += sequence("MESSAGE_TYPES: tuple[type, ...] = (", names, ")")
     return "\n".join(lines) + "\n"
+
+
+def _imports(module: Module, ids: list[str], extras_module: str, extras: list[str]) -> list[str]:
+    """The values module's imports from the protocol package, sorted by module: the ids, the hand-written extras, and
+    the classes of another schema's values module that this schema imports."""
+    imports = {f"scaler.protocol.{name}": sorted(names) for name, names in module.imports.items()}
+    if ids:
+        imports["scaler.protocol.ids"] = ids
+    imports[extras_module] = extras
+    return [line for imported in sorted(imports) for line in _import(imported, imports[imported])]
 
 
 def _extras(module: Module) -> str:

@@ -5,6 +5,7 @@ pycapnp cannot be installed (a browser)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from scaler.protocol.generate.emit import docstring
@@ -15,11 +16,18 @@ _SCALAR += ("uint64", "float32", "float64", "text", "data")
 
 
 class _Schema:
-    """The layout of one schema file: its structs (and groups, named `Struct.group`) and enums."""
+    """The layout of one schema file: its structs (and groups, named `Struct.group`) and enums, and the structs of other
+    schemas it imports (`others`: their loaded modules), laid out under their names as if declared here."""
 
-    def __init__(self, loaded: Any) -> None:
+    def __init__(self, loaded: Any, others: Sequence[Any] = ()) -> None:
         self._loaded = loaded
         self._names: dict[int, str] = {}
+        self._imported = {
+            value.schema.node.id: (node.name, value.schema)
+            for other in others
+            for node in other.schema.node.nestedNodes
+            if (value := getattr(other, node.name, None)) is not None and hasattr(value, "schema")
+        }
         self.structs: dict[str, tuple[int, int, int, list[tuple[str, int, str, int, str]]]] = {}
         self.enums: dict[str, list[str]] = {}
         nodes = [(node.name, getattr(loaded, node.name)) for node in loaded.schema.node.nestedNodes]
@@ -53,7 +61,12 @@ class _Schema:
         if kind in _SCALAR:
             return kind, ""
         if kind == "struct":
-            return kind, self._names[type_.struct.typeId]
+            type_id = type_.struct.typeId
+            if type_id not in self._names and type_id in self._imported:  # another schema's: laid out here too
+                name, schema = self._imported[type_id]
+                self._names[type_id] = name
+                self._struct(name, schema)
+            return kind, self._names[type_id]
         if kind == "enum":
             return kind, self._names[type_.enum.typeId]
         if kind == "list":
@@ -77,7 +90,7 @@ def layout_module(loaded: dict[str, Any], doc: str) -> str:
         "",
     ]
     for alias, schema in loaded.items():
-        model = _Schema(schema)
+        model = _Schema(schema, [other for other_alias, other in loaded.items() if other_alias != alias])
         lines += ["", f"#: the enumerants of each enum of the {alias!r} schema, in order"]
         lines.append(f"{alias.upper()}_ENUMS: dict[str, tuple[str, ...]] = {{")
         for name, enumerants in model.enums.items():

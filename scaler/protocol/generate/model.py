@@ -98,6 +98,7 @@ class Module:
     tables: list[tuple[str, str, list[tuple[str, str]]]] = field(default_factory=list)  #: name, enum, (class, member)
     envelope: list[tuple[str, str]] = field(default_factory=list)  #: (member, class) by discriminant
     codec_constants: dict[str, str] = field(default_factory=dict)  #: name -> expression, for the codec
+    imports: dict[str, set[str]] = field(default_factory=dict)  #: another schema's values module -> its classes used
 
 
 @dataclass
@@ -127,14 +128,31 @@ class _Union:
         return [f"which = {self.reader}._which_str()"]  # `_which()` builds an enum object: several times the cost
 
 
+def struct_names(schema: Any) -> dict[int, str]:
+    """The structs a loaded schema declares, by type id."""
+    nodes = [(node.id, node.name, getattr(schema, node.name)) for node in schema.schema.node.nestedNodes]
+    return {type_id: name for type_id, name, value in nodes if getattr(value, "schema", None) is not None
+            and value.schema.node.which() == "struct"}  # fmt: skip
+
+
 class SchemaModel:
     """Builds the Module of one loaded schema."""
 
-    def __init__(self, schema: Any, comments: dict[str, str], module: str, name: str):
+    def __init__(
+        self,
+        schema: Any,
+        comments: dict[str, str],
+        module: str,
+        name: str,
+        foreign: dict[int, tuple[str, str, str]] | None = None,
+    ):
+        """`foreign`: the structs of the other schemas, which this one may import (`using X = import "..."`): by type
+        id, the codec's name of their values module, that module and the struct's name."""
         self._schema = schema
         self._comments = comments
         self.out = Module(module, name)
         self._names = {node.id: node.name for node in schema.schema.node.nestedNodes}
+        self._foreign = foreign or {}
         self._enums: dict[int, PyEnum] = {}
         self._kind_enums: dict[str, list[tuple[str, str]]] = {}
         self._omitted: list[tuple[Slot, str, str]] = []  #: struct fields omitted when empty: slot, class, value
@@ -174,7 +192,13 @@ class SchemaModel:
             self.out.envelope.append((member.name, self._names[member.slot.type.struct.typeId]))
 
     def _class(self, type_id: int) -> PyClass:
-        """The class of a struct, by reference only (it may be declared further down)."""
+        """The class of a struct, by reference only (it may be declared further down, or in another schema's values
+        module, which the values module then imports it from)."""
+        if type_id in self._foreign:
+            alias, values_module, name = self._foreign[type_id]
+            python_name = STRUCTS.get(name, Struct()).name or name
+            self.out.imports.setdefault(values_module, set()).add(python_name)
+            return PyClass(python_name, "", alias)
         name = self._names[type_id]
         return PyClass(STRUCTS.get(name, Struct()).name or name, "", self.out.module)
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scaler.protocol.frozen_values import quick_init
 from scaler.protocol.ids import ClientID, ObjectID, PeerID
 from scaler.protocol.messages import Message, MessageCount, TaskCancelConfirm, TaskResult
+from scaler.protocol.storage_messages import StorageTraffic
 from scaler.scheduler.core.pace import BUSY, LATE_BEAT_SECONDS
 
 #: The longest a run of beats behind on the reads asks nothing back (`Beats`): twice the time a task computes before
@@ -105,6 +106,8 @@ class ShellStats:
     messages_received: int
     messages_sent: int
     message_counts: tuple[MessageCount, ...] = ()  #: per message type, sent and received
+    #: where objects live and move, as the object storage server answered its info (bounded there)
+    storage: StorageTraffic = field(default_factory=StorageTraffic)
 
 
 @dataclass(frozen=True, slots=True)

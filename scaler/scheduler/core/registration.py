@@ -82,6 +82,7 @@ class Registration:
                 worker_count=state.ready_worker_count() if hello.role is m.Role.CLIENT else len(state.workers),
                 instance_id=settings.instance_id,
                 resume_seconds=client.resume_seconds if client is not None else 0.0,
+                tunnel_address=settings.tunnel_address or "",
             ),
         )
         if isinstance(hello.info, m.ManagerInfo):

@@ -18,6 +18,9 @@ class CoreSettings:
     scheduler_address: str
     object_storage_address: str  #: what clients and workers are told
     python_version: str  #: the scheduler's own; peers must share major.minor
+    #: the scheduler's second way in (a tls://, ws:// or wss:// front), told to peers with the storage address: one
+    #: that came through it reaches the object storage through it too
+    tunnel_address: str | None = None
     protected: bool = False
     client_timeout_seconds: float = 60
     #: how long a client's work waits for it once it is away (silent past its timeout, or its connection lost);

@@ -74,6 +74,7 @@ class ViewBuilder:
             jobs=tuple(self._job(job) for _, job in sorted(state.jobs.jobs.items())),
             client_loads=self._client_loads(),
             actors=self._actors.summaries(),
+            storage=shell.storage,
         )
 
     def _client_loads(self) -> tuple[m.ClientLoad, ...]:

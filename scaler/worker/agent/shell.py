@@ -21,10 +21,12 @@ import zmq
 
 from scaler.io.clock import REAL_CLOCK, Clock
 from scaler.io.sockets import SocketFactory, Sockets
+from scaler.io.tunnel.relay import refusal
 from scaler.io.zmq_async import AsyncSocket, Outbox, watch_events
 from scaler.io.zmq_parts import Frames
 from scaler.protocol import codec
 from scaler.protocol import messages as m
+from scaler.protocol.exit_codes import EXIT_CONFIGURATION
 from scaler.protocol.handshake import local_python_version
 from scaler.security.handshake import HANDSHAKE_FAILURES, is_refusal, refusal_text
 from scaler.worker.agent import core
@@ -177,6 +179,10 @@ class WorkerAgent:
         ticks = 0
         while True:
             await self._clock.sleep(TICK_SECONDS)
+            refused = refusal(self._scheduler_address)
+            if refused is not None:  # a tunnel's certificate or proxy: it will not start answering by waiting
+                self._finish(EXIT_CONFIGURATION, refused)
+                return
             self._feed(core.AgentTick(self._now()))
             ticks += 1
             if ticks % MEMORY_SAMPLE_TICKS == 0:
