@@ -131,6 +131,8 @@ clean:
 docs: $(STAMP)
 	$(BIN)/python docs/build_site.py build/docs/html
 
-# The user guide's architecture picture, from its Graphviz source (needs `dot`: apt-get install graphviz).
+# The user guide's architecture picture and the scheduler's floors (docs/architecture.md), from their Graphviz
+# sources (needs `dot`: apt-get install graphviz).
 docs-pictures:
 	dot -Tsvg docs/guide/architecture.dot -o docs/guide/architecture.svg
+	dot -Tsvg docs/images/scheduler_floors.dot -o docs/images/scheduler_floors.svg

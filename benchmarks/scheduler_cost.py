@@ -3,6 +3,7 @@
 
     python benchmarks/scheduler_cost.py [--tasks 20000] [--rounds 5] [--batch 64] [--spaced] [--queued N]
     PYTHONPATH=/path/to/another/checkout python benchmarks/scheduler_cost.py   # the same for another version
+    python benchmarks/scheduler_ab.py     # this tree against another commit, alternated, in instructions per task
 
 One client sends tasks `--batch` to a frame (as a client's submit loop does), two workers (capacity 8, as a worker
 with one processor announces while busy) answer each task they are given with a result shaped like a real one (an
@@ -21,9 +22,13 @@ scheduler's code. Not a test.
 from __future__ import annotations
 
 import argparse
+import ctypes
+import functools
 import gc
+import os
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 import zmq
@@ -152,13 +157,29 @@ def result_frame(worker: bytes, task_frame: bytes, stamp: float) -> bytes:
     )  # fmt: skip
 
 
-def one_round(tasks: int, batch: int, spaced: bool = False, queued: int = 0) -> float:
+#: A timed part called through C (ctypes' `ffi_call`): under `valgrind --tool=callgrind --collect-atstart=no
+#: --toggle-collect=ffi_call` only the timed parts are counted (`--collect`; scheduler_ab.py runs it so).
+_THROUGH_C = ctypes.CFUNCTYPE(None, ctypes.py_object)
+
+
+def _call_through_c(part: Callable[[], None]) -> None:
+    _THROUGH_C(lambda _: part())(None)
+
+
+def one_round(tasks: int, batch: int, spaced: bool = False, queued: int = 0, collect: bool = False) -> float:
     """CPU seconds per task of the scheduler's part (results are encoded outside the timed part). `spaced`: each
     result is a burst of its own (U1's tasks of 2 ms: a result at a time reaches the scheduler). `queued`: this many
-    tasks are submitted first (a deep queue, as a client that submits faster than the tasks run leaves)."""
+    tasks are submitted first (a deep queue, as a client that submits faster than the tasks run leaves). `collect`:
+    each timed part is called through C, for callgrind to count it alone."""
     driver = Driver()
     submitted = 0
     spent = 0.0
+    call: Callable[[Callable[[], None]], None] = _call_through_c if collect else (lambda part: part())
+
+    def feed(peer: bytes, frames: list[bytes]) -> None:
+        """The timed part: frames read from a peer, and what the core says sent."""
+        driver.feed_frames(peer, frames)
+        driver.route()
 
     def submit(count: int) -> None:
         """The client's next `count` tasks, fed to the scheduler (timed)."""
@@ -166,8 +187,7 @@ def one_round(tasks: int, batch: int, spaced: bool = False, queued: int = 0) -> 
         frames = task_frames(driver.client, submitted, count)
         submitted += count
         started = time.process_time()
-        driver.feed_frames(driver.client, frames)
-        driver.route()
+        call(functools.partial(feed, driver.client, frames))
         spent += time.process_time() - started
 
     gc.collect()
@@ -187,8 +207,7 @@ def one_round(tasks: int, batch: int, spaced: bool = False, queued: int = 0) -> 
             driver.now += 0.0005
             for burst in ([result] for result in results) if spaced else [results]:
                 started = time.process_time()
-                driver.feed_frames(peer, burst)
-                driver.route()
+                call(functools.partial(feed, peer, burst))
                 spent += time.process_time() - started
     return spent / tasks
 
@@ -200,11 +219,23 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64, help="tasks per frame from the client")
     parser.add_argument("--spaced", action="store_true", help="each result a burst of its own (U1's 2 ms tasks)")
     parser.add_argument("--queued", type=int, default=0, help="tasks submitted before the first result")
+    parser.add_argument("--collect", action="store_true", help="the last round's timed parts called through C")
     arguments = parser.parse_args()
     # as the scheduler process sets them
     gc.set_threshold(YOUNG_COLLECTION_ALLOCATIONS, MIDDLE_COLLECTION_YOUNG, gc.get_threshold()[2])
+    if os.environ.get("PYTHONMALLOC") == "malloc":  # glibc's malloc, as the scheduler process runs on it
+        try:
+            from scaler.scheduler.allocator import fix_heap_thresholds
+        except ImportError:  # a tree from before its thresholds were fixed
+            pass
+        else:
+            fix_heap_thresholds()
     shape = (arguments.batch, arguments.spaced, arguments.queued)
-    figures = [one_round(arguments.tasks, *shape) * 1e6 for _ in range(arguments.rounds)]
+    last = arguments.rounds - 1
+    figures = [
+        one_round(arguments.tasks, *shape, collect=arguments.collect and index == last) * 1e6
+        for index in range(arguments.rounds)
+    ]
     print(
         f"scheduler main thread, CPU per task: best {min(figures):.1f} us, median {statistics.median(figures):.1f} us "
         f"({', '.join(f'{figure:.1f}' for figure in figures)})"

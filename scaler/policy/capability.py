@@ -14,7 +14,7 @@ goes to a bigger worker, and the scaling policies ask a manager whose workers ar
 
 from __future__ import annotations
 
-from scaler.config.byte_size import ACCEPTED_FORMS, parse_byte_size
+from scaler.config.byte_size import ACCEPTED_FORMS, format_byte_size, parse_byte_size
 from scaler.protocol.messages import Capabilities
 
 #: Value of a capability that is present without a quantity (`linux` rather than `cpu=8`).
@@ -75,6 +75,15 @@ def _parse_item(raw_item: str, position: int, text: str) -> tuple[str, int]:
 def format_capabilities(capabilities: Capabilities) -> str:
     """The printed form: `name` for a value of -1, else `name=value`, comma-joined, sorted by name."""
     return ",".join(name if value == PRESENT else f"{name}={value}" for name, value in sorted(capabilities))
+
+
+def capability_needs(capabilities: Capabilities) -> str:
+    """`gpu, memory >= 256 MiB`: the names, and a `memory` quantity as the least it needs (what waiting tasks ask
+    for, in the scheduler's words)."""
+    return ", ".join(
+        f"{name} >= {format_byte_size(value)}" if name == MEMORY and value != PRESENT else name
+        for name, value in sorted(capabilities)
+    )
 
 
 def capability_names(capabilities: Capabilities) -> frozenset[str]:

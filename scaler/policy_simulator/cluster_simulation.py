@@ -28,7 +28,8 @@ from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, PeerID, TaskID
 from scaler.scheduler.core.effects import Send
 from scaler.scheduler.core.events import Event, Received, Tick
-from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
+from scaler.scheduler.core.scheduler_core import SchedulerCore
+from scaler.scheduler.core.settings import CoreSettings
 from scaler.scheduler.scaling_hook import PolicyScalingHook
 from scaler.worker_manager.backend import UnitInfo, UnitState
 from scaler.worker_manager.reconciler import Reconciler, ReconcilerSettings, Target

@@ -23,7 +23,8 @@ from scaler.io.tunnel.tls import ServerCertificate
 from scaler.policy.registry import ResolvedPolicy
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
 from scaler.protocol.handshake import local_python_version
-from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
+from scaler.scheduler.core.scheduler_core import SchedulerCore
+from scaler.scheduler.core.settings import CoreSettings
 from scaler.scheduler.scaling_hook import policy_config, scaling_hook_of
 from scaler.scheduler.storage_child import StorageChild, storage_settings_of
 from scaler.security.connection_files import MONITOR_SERVICE, SCHEDULER_SERVICE, STORAGE_SERVICE

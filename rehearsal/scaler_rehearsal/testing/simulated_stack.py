@@ -35,7 +35,8 @@ from scaler.object_storage.server import serve as serve_object_storage
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
 from scaler.protocol.ids import ClientID, GraphID, TaskID
-from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
+from scaler.scheduler.core.scheduler_core import SchedulerCore
+from scaler.scheduler.core.settings import CoreSettings
 from scaler.scheduler.server import SchedulerServer
 from scaler.worker.agent.core import AgentCore, AgentSettings
 from scaler.worker.agent.shell import WorkerAgent, build_hello

@@ -25,7 +25,8 @@ from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, GraphID, PeerID, TaskID
 from scaler.scheduler.core.effects import Effect, Send
 from scaler.scheduler.core.events import Event, PeerLost, Received, Tick
-from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
+from scaler.scheduler.core.scheduler_core import SchedulerCore
+from scaler.scheduler.core.settings import CoreSettings
 
 PYTHON = "3.11.7"
 

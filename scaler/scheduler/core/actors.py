@@ -37,15 +37,13 @@ from __future__ import annotations
 import collections
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, PeerID, TaskID, short
+from scaler.scheduler.core.core_state import CoreState
+from scaler.scheduler.core.follow_ups import TaskStep
+from scaler.scheduler.core.peers import WorkerRecord
 from scaler.scheduler.core.task_state import TaskEvent
-
-if TYPE_CHECKING:
-    from scaler.scheduler.core.peers import WorkerRecord
-    from scaler.scheduler.core.scheduler_core import SchedulerCore
 
 logger = logging.getLogger(__name__)
 
@@ -90,8 +88,8 @@ class ActorRecord:
 
 
 class Actors:
-    def __init__(self, core: SchedulerCore) -> None:
-        self._core = core
+    def __init__(self, state: CoreState) -> None:
+        self._state = state
         self.actors: dict[TaskID, ActorRecord] = {}
         self._calls: dict[TaskID, TaskID] = {}  #: a call at a worker -> its actor
         self._names: dict[tuple[str, str], TaskID] = {}
@@ -106,16 +104,15 @@ class Actors:
 
     def start(self, client: ClientID, task: m.Task) -> bool:
         """An actor's start task: False (answered) when its name is taken; else the actor is known from now on."""
-        core, spec = self._core, task.actor
+        state, spec = self._state, task.actor
         assert spec is not None
         owner = self._owner(client, spec.from_task)
         if spec.name and (owner, spec.name) in self._names:
             reason = f"an actor named {spec.name!r} is alive already; pick another name, or look it up (get_actor)"
-            core.client_sessions.answer(
-                PeerID(client), m.TaskResult(task.task_id, m.ResultStatus.ERROR, error_message=reason)
-            )
+            answer = m.TaskResult(task.task_id, m.ResultStatus.ERROR, error_message=reason)
+            state.answer(PeerID(client), answer)
             return False
-        record = ActorRecord(task.task_id, client, owner, task.function_name, spec, core.now)
+        record = ActorRecord(task.task_id, client, owner, task.function_name, spec, state.now)
         self.actors[task.task_id] = record
         self._sweep_due = True  # the lifecycle may refuse its start task without ever holding it
         if spec.name:
@@ -142,7 +139,7 @@ class Actors:
             return
         if actor.state == "running" and actor.link is not None:
             actor.state = "stopping"
-            self._core.send(actor.link, m.ActorStop(actor_id))
+            self._state.send(actor.link, m.ActorStop(actor_id))
         else:
             actor.pending.append(None)  # sent once it is ready, after the calls before it
 
@@ -151,10 +148,10 @@ class Actors:
         actor = self.actors.get(actor_id) if actor_id is not None else None
         if actor is None:
             reason = f"no live actor is named {lookup.name!r} (among those of this client's key)"
-            self._core.send(peer, m.ActorReply(lookup.name, False, reason=reason))
+            self._state.send(peer, m.ActorReply(lookup.name, False, reason=reason))
             return
         reply = m.ActorReply(lookup.name, True, actor.actor_id, actor.class_name, actor.spec.interface)
-        self._core.send(peer, reply)
+        self._state.send(peer, reply)
 
     # ------------------------------------------------------------ from workers
 
@@ -162,18 +159,18 @@ class Actors:
         """The actor's constructor returned in the processor of `link`, a processor of worker `peer`: its waiting calls
         go there, in order (and its stop)."""
         actor = self.actors.get(ready.actor_id)
-        start = self._core.tasks.get(ready.actor_id)
+        start = self._state.tasks.get(ready.actor_id)
         if actor is None or start is None or start.worker != peer:
             return  # stale: from a worker given up on
         actor.worker, actor.state, actor.link = peer, "running", link
         held = sum(1 for w in actor.pending if w is not None)
         because = f"its constructor returned; {held} call(s) waiting for it go to its processor"
-        self._core.tasks.stories.note(ready.actor_id, self._core.wall_time, "actor ready", peer, because)
+        self._state.tasks.stories.note(ready.actor_id, self._state.wall_time, "actor ready", peer, because)
         while actor.pending:
             waiting = actor.pending.popleft()
             if waiting is None:
                 actor.state = "stopping"
-                self._core.send(link, m.ActorStop(actor.actor_id))
+                self._state.send(link, m.ActorStop(actor.actor_id))
                 break
             self._to_worker(actor, *waiting)
 
@@ -181,9 +178,9 @@ class Actors:
         """After a scheduler restart, the actor's start task was adopted on the link of the processor that still runs
         it: the actor is there, built (its ActorReady went to the instance before). Calls its clients submit again go
         there; one that was unanswered at the restart may run a second time."""
-        start = self._core.tasks.get(actor_id)
+        start = self._state.tasks.get(actor_id)
         if start is not None and start.link is not None:
-            link = self._core.processors.get(start.link)
+            link = self._state.processors.get(start.link)
             if link is not None:
                 link.host(actor_id)
             self.ready(worker, m.ActorReady(actor_id), start.link)
@@ -210,7 +207,7 @@ class Actors:
         del self._calls[result.task_id]
         caller = actor.at_worker.pop(result.task_id)
         actor.calls_done += 1
-        self._core.client_sessions.answer(PeerID(caller), result)
+        self._state.answer(PeerID(caller), result)
         if actor.state == "stopped" and not actor.at_worker:
             self._forget(actor, f"the actor {actor.class_name} ended: it was stopped")  # its last call answered
 
@@ -220,8 +217,8 @@ class Actors:
         if actor is None:
             return False
         caller = actor.at_worker.get(log.task_id)
-        if caller is not None and actor.worker == peer and PeerID(caller) in self._core.clients:
-            self._core.send(PeerID(caller), log)
+        if caller is not None and actor.worker == peer and PeerID(caller) in self._state.clients:
+            self._state.send(PeerID(caller), log)
         return True
 
     def start_result(self, peer: PeerID, result: m.TaskResult) -> bool:
@@ -230,7 +227,7 @@ class Actors:
         actor = self.actors.get(result.task_id)
         if actor is None:  # the common case: not an actor's start
             return False
-        start = self._core.tasks.get(result.task_id)
+        start = self._state.tasks.get(result.task_id)
         if start is None or start.worker != peer:
             return False
         if result.status in _LOSSES:
@@ -259,7 +256,7 @@ class Actors:
                 continue
             if actor.state == "stopped":
                 self._stopped_lost(actor, "its processor's link closed")
-            elif actor.actor_id in self._core.tasks.records:
+            elif actor.actor_id in self._state.tasks.records:
                 self._lost(actor, reason)
 
     def client_gone(self, client: ClientID) -> None:
@@ -269,7 +266,7 @@ class Actors:
 
     def sweep(self) -> None:
         """Actors whose start task ended are gone: their calls end ACTOR_DIED (rule 3)."""
-        tasks = self._core.tasks
+        tasks = self._state.tasks
         if not self._sweep_due and tasks.actor_starts_ended == self._swept_at:
             return
         self._sweep_due, self._swept_at = False, tasks.actor_starts_ended
@@ -295,7 +292,7 @@ class Actors:
         calls = len(a.at_worker) + sum(1 for waiting in a.pending if waiting is not None)
         return m.ActorSummary(
             a.actor_id, a.class_name, a.spec.name, bytes(a.client_id), bytes(a.worker or b""), a.state, a.restarts,
-            calls, a.calls_done, max(0.0, self._core.now - a.started_at),
+            calls, a.calls_done, max(0.0, self._state.now - a.started_at),
         )  # fmt: skip
 
     # ------------------------------------------------------------ helpers
@@ -312,7 +309,7 @@ class Actors:
             actor.ended_because = f"it was lost ({reason}) and {spent}"
             self._fail_all(actor, m.ResultStatus.ACTOR_DIED, why)
             ended = m.TaskResult(actor.actor_id, m.ResultStatus.ACTOR_DIED, error_message=why)
-            self._core.lifecycle.apply(actor.actor_id, TaskEvent.RESULT, result=ended)
+            self._state.emit(TaskStep(actor.actor_id, TaskEvent.RESULT, result=ended))
             return True
         allowed = "no limit" if limit < 0 else f"of {limit} allowed"
         why = (
@@ -325,7 +322,7 @@ class Actors:
             self._answer(caller, call_id, m.ResultStatus.ACTOR_RESTARTED, why)
         actor.at_worker.clear()
         actor.state = "placing"
-        self._core.lifecycle.apply(actor.actor_id, TaskEvent.RETURNED, reason=f"its actor restarts: {reason}")
+        self._state.emit(TaskStep(actor.actor_id, TaskEvent.RETURNED, reason=f"its actor restarts: {reason}"))
         return True
 
     def _wait_for_calls(self, actor: ActorRecord) -> None:
@@ -336,7 +333,7 @@ class Actors:
             self._names.pop((actor.owner, actor.spec.name), None)
         because = f"its start task ended after its stop; {len(actor.at_worker)} call(s) at it wait for their results"
         where = actor.worker or b""
-        self._core.tasks.stories.note(actor.actor_id, self._core.wall_time, "actor stopped", where, because)
+        self._state.tasks.stories.note(actor.actor_id, self._state.wall_time, "actor stopped", where, because)
 
     def _stopped_lost(self, actor: ActorRecord, reason: str) -> None:
         """A stopped actor's calls still unanswered can be answered no more (rule 3)."""
@@ -367,20 +364,20 @@ class Actors:
         assert actor.link is not None
         actor.at_worker[task.task_id] = client
         self._calls[task.task_id] = actor.actor_id
-        self._core.send(actor.link, task)
+        self._state.send(actor.link, task)
 
     def _answer(self, client: ClientID, task_id: TaskID, status: m.ResultStatus, why: str) -> None:
-        if PeerID(client) in self._core.clients:
-            self._core.client_sessions.answer(PeerID(client), m.TaskResult(task_id, status, error_message=why))
+        if PeerID(client) in self._state.clients:
+            self._state.answer(PeerID(client), m.TaskResult(task_id, status, error_message=why))
 
     def _owner(self, client: ClientID, from_task: bytes = b"") -> str:
         """The key whose actors' names a client's start or lookup sees (rule 5)."""
-        core = self._core
-        record = core.clients.get(PeerID(client))
+        state = self._state
+        record = state.clients.get(PeerID(client))
         own = record.owner if record is not None else ""
-        task = core.tasks.get(TaskID(from_task)) if from_task else None
-        worker = core.workers.get(task.worker) if task is not None and task.worker is not None else None
+        task = state.tasks.get(TaskID(from_task)) if from_task else None
+        worker = state.workers.get(task.worker) if task is not None and task.worker is not None else None
         if task is None or worker is None or worker.owner != own:
             return own
-        parent = core.clients.get(PeerID(task.client_id))
+        parent = state.clients.get(PeerID(task.client_id))
         return parent.owner if parent is not None else own

@@ -40,17 +40,15 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from scaler.protocol import messages as m
-from scaler.protocol.ids import ClientID, ObjectID, PeerID, short
+from scaler.protocol.ids import ClientID, ObjectID, PeerID, TaskID, short
 from scaler.scheduler.core.client_answers import Answer, pack_task_ids, unpack_task_ids
-from scaler.scheduler.core.effects import DeleteObjects, DeleteOwnerObjects, LoadAnswers, StopScheduler, StoreAnswers
+from scaler.scheduler.core.core_state import CoreState
+from scaler.scheduler.core.effects import DeleteObjects, LoadAnswers, StoreAnswers
 from scaler.scheduler.core.events import AnswersLoaded, AnswersStored
+from scaler.scheduler.core.follow_ups import ClientLeft, ClusterShutdown
 from scaler.scheduler.core.peers import ClientRecord
-
-if TYPE_CHECKING:
-    from scaler.scheduler.core.scheduler_core import SchedulerCore
 
 logger = logging.getLogger(__name__)
 
@@ -86,8 +84,8 @@ class Expired:
 
 
 class ClientSessions:
-    def __init__(self, core: SchedulerCore) -> None:
-        self._core = core
+    def __init__(self, state: CoreState) -> None:
+        self._state = state
         self._bundles = 0  #: bundles of held answers made so far (numbers their object ids)
         #: clients dropped while they may come back -> why, and what was cancelled (rule 3)
         self._expired: OrderedDict[PeerID, Expired] = OrderedDict()
@@ -98,23 +96,24 @@ class ClientSessions:
     # ------------------------------------------------------------ messages
 
     def on_heartbeat(self, peer: PeerID, heartbeat: m.Heartbeat) -> None:
-        core = self._core
-        core.clients[peer].answers.acknowledge(heartbeat.answers_epoch, heartbeat.answers_received)
-        core.send(peer, m.HeartbeatEcho(core.settings.object_storage_address, core.ready_worker_count()))
+        state = self._state
+        state.clients[peer].answers.acknowledge(heartbeat.answers_epoch, heartbeat.answers_received)
+        state.send(peer, m.HeartbeatEcho(state.settings.object_storage_address, state.ready_worker_count()))
 
     def on_story_request(self, peer: PeerID, request: m.TaskStoryRequest) -> None:
         """A client asks for a task's story (`ScalerFuture.story()`); any client may ask about any task id."""
-        self._core.send(peer, self._core.tasks.stories.story(request.task_id))
+        self._state.send(peer, self._state.tasks.stories.story(request.task_id))
 
-    def on_resume(self, peer: PeerID, resume: m.ClientResume) -> None:
+    def on_resume(self, peer: PeerID, resume: m.ClientResume, live_calls: set[TaskID]) -> None:
         """Its connection was lost (rule 3): the answers it may not have had go again, after a ClientResumed that
-        names the tasks this scheduler never received (the client sends them again)."""
-        core = self._core
-        client = core.clients[peer]
+        names the tasks this scheduler never received (the client sends them again). `live_calls`: the actors' calls
+        not answered yet (core/actors.py), which it need not send again."""
+        state = self._state
+        client = state.clients[peer]
         log = client.answers
         again = log.resume(resume.answers_epoch, resume.answers_received) + log.release_written()
         answered = log.answered()
-        records, jobs, calls = core.tasks.records, core.jobs, core.actors.live_calls()
+        records, jobs, calls = state.tasks.records, state.jobs, live_calls
         dropped, client.cancelled_ids = set(unpack_task_ids(client.cancelled_ids)), b""
         cancelled = tuple(task_id for task_id in resume.unfinished if task_id in dropped)
         unknown = tuple(
@@ -128,9 +127,9 @@ class ClientSessions:
         )
         if client.forgot_cancelled:  # rule 3: nothing of what it had runs again
             cancelled, unknown, client.forgot_cancelled = cancelled + unknown, (), False
-        core.send(peer, m.ClientResumed(log.epoch, unknown, cancelled))
+        state.send(peer, m.ClientResumed(log.epoch, unknown, cancelled))
         for answer in again:
-            core.send(peer, answer)
+            state.send(peer, answer)
         loads = self._load_bundles(client)
         logger.info(
             "client %s resumed: %d answer(s) sent again, %d read back from object storage, %d task(s) it must send "
@@ -139,51 +138,47 @@ class ClientSessions:
         )  # fmt: skip
 
     def on_disconnect(self, peer: PeerID, request: m.ClientDisconnect) -> None:
-        core = self._core
+        state = self._state
         if not request.shutdown_cluster:
             self.drop(peer, "disconnected")
             return
-        if core.settings.protected:
+        if state.settings.protected:
             reason = "the scheduler is protected (started with --protected): clients cannot shut it down"
-            core.send(peer, m.ShutdownReply(False, reason))
+            state.send(peer, m.ShutdownReply(False, reason))
             return
         logger.info("client %s asked the cluster to shut down", short(peer))
-        core.send(peer, m.ShutdownReply(True))
+        state.send(peer, m.ShutdownReply(True))
         self.drop(peer, "shut the cluster down")
-        for other in list(core.workers) + list(core.managers):
-            core.send(other, m.Shutdown("the cluster is shutting down at a client's request"))
-        core.effects.extend(DeleteOwnerObjects(owner) for owner in core.retention.all_kept())  # nobody comes back
-        core.effects.extend(DeleteOwnerObjects(owner) for owner in core.job_requests.kept_owners())
-        core.effects.append(StopScheduler("a client asked the cluster to shut down"))
+        state.emit(ClusterShutdown("a client asked the cluster to shut down"))
 
     # ------------------------------------------------------------ answers on their way to a client
 
     def answer(self, peer: PeerID, message: Answer) -> None:
         """An answer for a client: sent (and kept until acknowledged) while it is present, held while it is away."""
-        core = self._core
-        client = core.clients.get(peer)
+        state = self._state
+        client = state.clients.get(peer)
         if client is None:
-            core.send(peer, message)  # not a registered client: sent as it is, nothing waits for it
+            state.send(peer, message)  # not a registered client: sent as it is, nothing waits for it
             return
         log = client.answers
         if not client.is_away:
             log.sent_one(message)
-            core.send(peer, message, core.tasks.live_of(ClientID(peer)) >= ANSWERS_WAIT_AT_LIVE)
+            state.send(peer, message, state.tasks.live_of(ClientID(peer)) >= ANSWERS_WAIT_AT_LIVE)
             return
         log.hold(message)
-        if log.may_spill and log.held_bytes >= core.settings.held_answers_memory_bytes:
+        if log.may_spill and log.held_bytes >= state.settings.held_answers_memory_bytes:
             self._bundles += 1
-            object_id = ObjectID(BUNDLE_PREFIX + core.settings.instance_id + self._bundles.to_bytes(8, "big"))
+            object_id = ObjectID(BUNDLE_PREFIX + state.settings.instance_id + self._bundles.to_bytes(8, "big"))
             answers = log.take_bundle(object_id)
-            core.effects.append(StoreAnswers(ClientID(peer), object_id, answers))
+            state.effects.append(StoreAnswers(ClientID(peer), object_id, answers))
 
     def on_stored(self, event: AnswersStored) -> None:
         """A bundle of held answers was written to object storage, or could not be."""
-        core = self._core
-        client = core.clients.get(PeerID(event.client))
+        state = self._state
+        client = state.clients.get(PeerID(event.client))
         kept = client is not None and client.answers.stored(event.object_id, event.ok)
         if event.ok and not kept:  # its answers went from memory meanwhile, or its client is gone
-            core.effects.append(DeleteObjects((event.object_id,)))
+            state.effects.append(DeleteObjects((event.object_id,)))
         elif not event.ok and client is not None:
             logger.warning(
                 "could not write answers held for client %s to object storage: they stay in the scheduler's memory",
@@ -192,27 +187,27 @@ class ClientSessions:
 
     def on_loaded(self, event: AnswersLoaded) -> None:
         """A bundle of held answers was read back: its answers go to the client (or wait again if it left again)."""
-        core = self._core
+        state = self._state
         peer = PeerID(event.client)
-        client = core.clients.get(peer)
+        client = state.clients.get(peer)
         if client is None:
             return
         if event.answers is None:
-            client.answers.load_failed(event.object_id, core.now + LOAD_RETRY_SECONDS)
+            client.answers.load_failed(event.object_id, state.now + LOAD_RETRY_SECONDS)
             logger.warning("could not read back answers held for client %s; trying again", short(peer))
             return
         for answer in client.answers.loaded(event.object_id, event.answers, present=not client.is_away):
-            core.send(peer, answer)
-        core.effects.append(DeleteObjects((event.object_id,)))
+            state.send(peer, answer)
+        state.effects.append(DeleteObjects((event.object_id,)))
 
     # ------------------------------------------------------------ away, back, dropped
 
     def on_tick(self) -> None:
         """Silent clients go away, clients away past their window are dropped, and bundles that could not be read
         are read again."""
-        core = self._core
-        timeout, now = core.settings.client_timeout_seconds, core.now
-        for peer, client in list(core.clients.items()):
+        state = self._state
+        timeout, now = state.settings.client_timeout_seconds, state.now
+        for peer, client in list(state.clients.items()):
             silent = now - client.last_seen
             if not client.is_away:
                 if silent > timeout:
@@ -226,10 +221,10 @@ class ClientSessions:
 
     def lost(self, peer: PeerID, reason: str, final: bool) -> None:
         """Its connection is lost (or, `final`, it may not come back: its key was revoked or its identity taken)."""
-        client = self._core.clients.get(peer)
+        client = self._state.clients.get(peer)
         if client is None:
             return
-        silent = self._core.now - client.last_seen
+        silent = self._state.now - client.last_seen
         paused = self._paused_seconds()
         if final:
             self.drop(peer, f"connection lost ({reason})")
@@ -238,7 +233,7 @@ class ClientSessions:
         elif silent < CRASH_SILENCE_SECONDS:  # its process ended, most likely (rule 2)
             self.away(peer, f"connection lost ({reason}) while it was talking", grace=CRASH_GRACE_SECONDS)
             if client.is_away:
-                client.drop_at = self._core.now + CRASH_GRACE_SECONDS
+                client.drop_at = self._state.now + CRASH_GRACE_SECONDS
         else:
             self.away(peer, f"connection lost ({reason}) after {silent:.0f} s of silence")
 
@@ -257,22 +252,22 @@ class ClientSessions:
     def _paused_seconds(self) -> float | None:
         """How long the scheduler was paused, when that pause ended less than AFTER_PAUSE_SECONDS ago."""
         pause = self._pause
-        if pause is None or self._core.now - pause[1] >= AFTER_PAUSE_SECONDS:
+        if pause is None or self._state.now - pause[1] >= AFTER_PAUSE_SECONDS:
             return None
         return pause[1] - pause[0]
 
     def away(self, peer: PeerID, reason: str, grace: float | None = None) -> None:
         """The client is away: its work waits for it for its resume window, or, `grace`, only that long (its
         connection closed while it talked: its process ended, most likely)."""
-        core = self._core
-        client = core.clients.get(peer)
+        state = self._state
+        client = state.clients.get(peer)
         if client is None or client.is_away:
             return
         if client.resume_seconds <= 0:
             self.drop(peer, reason, expired=True)
             return
         client.away_reason = reason
-        unfinished = core.tasks.live_of(ClientID(peer))
+        unfinished = state.tasks.live_of(ClientID(peer))
         if grace is None or grace >= client.resume_seconds:
             cancelled = f"cancelled if it stays silent for {client.resume_seconds:g} s"
         else:
@@ -286,17 +281,17 @@ class ClientSessions:
 
     def back(self, peer: PeerID, resuming: bool) -> None:
         """An away client spoke: it is present again, and what waits for it is sent (by its resume, if `resuming`)."""
-        core = self._core
-        client = core.clients[peer]
+        state = self._state
+        client = state.clients[peer]
         logger.info(
             "client %s is back after %.0f s away (%s); %d answer(s) waited for it",
-            short(peer), core.now - client.last_seen, client.away_reason, client.answers.waiting_count,
+            short(peer), state.now - client.last_seen, client.away_reason, client.answers.waiting_count,
         )  # fmt: skip
         client.away_reason, client.drop_at = "", None
         if resuming:
             return
         for answer in client.answers.release_held() + client.answers.release_written():
-            core.send(peer, answer)
+            state.send(peer, answer)
         self._load_bundles(client)
 
     def expired_reason(self, peer: PeerID) -> str | None:
@@ -312,13 +307,20 @@ class ClientSessions:
         self._expired_bytes -= len(expired.cancelled)
         return expired.cancelled
 
+    def joined(self, record: ClientRecord, known_instance: bytes) -> None:
+        """A new client's record (rule 3): the ids of its tasks cancelled when it was dropped, if it was; and, when
+        this very instance dropped it and kept nothing of it, that what it had is to be told cancelled."""
+        record.cancelled_ids = self.take_expired(record.peer)
+        instance = self._state.settings.instance_id
+        record.forgot_cancelled = known_instance == instance != b"" and not record.cancelled_ids
+
     def drop(self, peer: PeerID, reason: str, expired: bool = False) -> None:
-        core = self._core
-        client = core.clients.pop(peer, None)
+        state = self._state
+        client = state.clients.pop(peer, None)
         if client is None:
             return
-        owned = core.tasks.owned_by(ClientID(peer))
-        in_jobs = sum(1 for task_id in owned if core.jobs.holds(task_id))
+        owned = state.tasks.owned_by(ClientID(peer))
+        in_jobs = sum(1 for task_id in owned if state.jobs.holds(task_id))
         unfinished = len(owned) - in_jobs
         # an ordinary exit is not news; a client that leaves work behind is
         (logger.warning if unfinished else logger.debug)(
@@ -328,21 +330,13 @@ class ClientSessions:
             unfinished,
         )
         if expired:  # what it had: its live tasks, and those whose answers it has not acknowledged (lost with it)
-            had = [task_id for task_id in owned if not core.jobs.holds(task_id)]
+            had = [task_id for task_id in owned if not state.jobs.holds(task_id)]
             cancelled = pack_task_ids(had + sorted(client.answers.answered() - set(had)))
             text = f"this client {reason}: its {unfinished} unfinished task(s) were cancelled and its objects deleted"
             self._remember_expired(peer, Expired(text, cancelled))
         if in_jobs:
             logger.info("client %s left %d task(s) of its jobs running; their results are kept", short(peer), in_jobs)
-        core.actors.client_gone(ClientID(peer))
-        core.lifecycle.client_gone(ClientID(peer))
-        core.reattachment.forget_client(ClientID(peer))
-        core.tasks.forget_client(ClientID(peer))
-        if core.job_requests.client_left(peer):  # its jobs run on: its share, quota and objects stay for them
-            return
-        core.tasks.queue.forget(ClientID(peer))
-        if core.retention.client_left(ClientID(peer), core.now):
-            core.effects.append(DeleteOwnerObjects(ClientID(peer)))
+        state.emit(ClientLeft(ClientID(peer)))
 
     # ------------------------------------------------------------ helpers
 
@@ -356,7 +350,7 @@ class ClientSessions:
 
     def _load_bundles(self, client: ClientRecord) -> int:
         """Ask the shell to read back the bundles of a present client that are in storage and not being read."""
-        core = self._core
-        bundles = client.answers.loadable(core.now)
-        core.effects.extend(LoadAnswers(ClientID(client.peer), bundle.object_id) for bundle in bundles)
+        state = self._state
+        bundles = client.answers.loadable(state.now)
+        state.effects.extend(LoadAnswers(ClientID(client.peer), bundle.object_id) for bundle in bundles)
         return len(bundles)

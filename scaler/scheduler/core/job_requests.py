@@ -9,67 +9,64 @@ expires. Pure: time is the core's `now`.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, PeerID, short
+from scaler.scheduler.core.core_state import CoreState
 from scaler.scheduler.core.effects import DeleteOwnerObjects
 from scaler.scheduler.core.jobs import JobRecord
-
-if TYPE_CHECKING:
-    from scaler.scheduler.core.scheduler_core import SchedulerCore
 
 logger = logging.getLogger(__name__)
 
 
 class JobRequests:
-    def __init__(self, core: SchedulerCore) -> None:
-        self._core = core
+    def __init__(self, state: CoreState) -> None:
+        self._state = state
         #: departed clients whose objects wait for their jobs to expire (a job's tasks and results need them)
         self._kept_for_jobs: set[ClientID] = set()
 
     def on_open(self, peer: PeerID, request: m.JobOpen) -> None:
-        core = self._core
-        client = core.clients[peer]
-        reason = core.jobs.open(
-            request.name, client.owner, ClientID(peer), request.task_ids, core.now, client.name,
+        state = self._state
+        client = state.clients[peer]
+        reason = state.jobs.open(
+            request.name, client.owner, ClientID(peer), request.task_ids, state.now, client.name,
             client.max_job_result_bytes,
         )  # fmt: skip
         if reason is None:
             logger.info("job %r opened by client %s: %d task(s)", request.name, short(peer), len(request.task_ids))
-        core.send(peer, m.JobReply(request.name, reason is None, reason or "", request.task_ids, "running"))
+        state.send(peer, m.JobReply(request.name, reason is None, reason or "", request.task_ids, "running"))
 
     def on_attach(self, peer: PeerID, request: m.JobAttach) -> None:
-        core = self._core
-        found = core.jobs.find(request.name, core.clients[peer].owner)
+        state = self._state
+        found = state.jobs.find(request.name, state.clients[peer].owner)
         if not isinstance(found, JobRecord):
-            core.send(peer, m.JobReply(request.name, False, found))
+            state.send(peer, m.JobReply(request.name, False, found))
             return
-        core.send(peer, m.JobReply(found.name, True, "", found.task_ids, found.state, bytes(found.submitter)))
+        state.send(peer, m.JobReply(found.name, True, "", found.task_ids, found.state, bytes(found.submitter)))
         if request.follow:
-            for answer in core.jobs.follow(found, peer):
-                core.client_sessions.answer(peer, answer)
+            for answer in state.jobs.follow(found, peer):
+                state.answer(peer, answer)
 
     def expire(self) -> None:
-        core = self._core
-        for job in core.jobs.due(core.now):
+        state = self._state
+        for job in state.jobs.due(state.now):
             logger.info("job %r expired: its results are freed", job.name)
             submitter = job.submitter
-            if submitter in self._kept_for_jobs and not core.jobs.has_live_jobs(submitter):
+            if submitter in self._kept_for_jobs and not state.jobs.has_live_jobs(submitter):
                 self._kept_for_jobs.discard(submitter)
-                core.effects.append(DeleteOwnerObjects(submitter))
+                state.effects.append(DeleteOwnerObjects(submitter))
 
     def client_left(self, peer: PeerID) -> bool:
         """A client is gone (after the lifecycle and the task table forgot it): it stops following jobs, the tasks
         of its jobs it never sent count as cancelled, and True says its jobs run on, so what it owns stays."""
-        core = self._core
-        core.jobs.peer_gone(peer)
-        lost = core.jobs.never_sent(ClientID(peer), lambda task_id: task_id in core.tasks.records, core.now)
+        state = self._state
+        state.jobs.peer_gone(peer)
+        lost = state.jobs.never_sent(ClientID(peer), lambda task_id: task_id in state.tasks.records, state.now)
         if lost:
             logger.warning(
                 "client %s left before sending %d task(s) of its jobs: they count as cancelled", short(peer), len(lost)
             )
-        if core.jobs.has_live_jobs(ClientID(peer)):
+        if state.jobs.has_live_jobs(ClientID(peer)):
             self._kept_for_jobs.add(ClientID(peer))
             return True
         return False

@@ -37,17 +37,30 @@ Pure: time is the core's `now`.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import PeerID, TaskID, short
 from scaler.protocol.staging import STAGED_WAIT_SECONDS
+from scaler.scheduler.core.core_state import CoreState
+from scaler.scheduler.core.follow_ups import (
+    ActorReadyAt,
+    CancelConfirmed,
+    GivenBack,
+    HeldAgain,
+    HeldForgotten,
+    HeldFromBefore,
+    KillProcessor,
+    ProcessorGone,
+    RoomAt,
+    StopOnLink,
+    Surplus,
+    TakeBack,
+    TaskEnded,
+    TaskStep,
+)
 from scaler.scheduler.core.peers import WorkerRecord
 from scaler.scheduler.core.processor_links import STOP_GRACE_SECONDS, Fate, ProcessorLink
 from scaler.scheduler.core.task_state import TaskEvent
-
-if TYPE_CHECKING:
-    from scaler.scheduler.core.scheduler_core import SchedulerCore
 
 logger = logging.getLogger(__name__)
 
@@ -59,8 +72,8 @@ RESULTS_READ_BATCH = 1000
 
 
 class LinkSessions:
-    def __init__(self, core: SchedulerCore) -> None:
-        self._core = core
+    def __init__(self, state: CoreState) -> None:
+        self._state = state
         #: the links sent a task since the tick last found them holding none, in the order they entered (each link's
         #: `holding`): the tick watches these (rule 3), not every link of every worker
         self.holding: dict[PeerID, None] = {}
@@ -77,18 +90,18 @@ class LinkSessions:
 
     def register(self, peer: PeerID, info: m.ProcessorInfo) -> str | None:
         """A processor's link: accepted while its worker is registered; None, or why it is refused."""
-        core = self._core
-        worker = core.workers.get(PeerID(info.worker_id))
+        state = self._state
+        worker = state.workers.get(PeerID(info.worker_id))
         if worker is None:
             return (
                 f"its worker {info.worker_id.decode(errors='replace')} is not registered (it left, or this scheduler "
                 "restarted and it has not registered again): it says hello again once its worker registers"
             )
-        link = core.processors.get(peer)
+        link = state.processors.get(peer)
         if link is not None and link.worker != worker.peer:
             return "this connection is already registered as a processor of another worker"
         if link is None:
-            link = core.processors[peer] = ProcessorLink(peer, worker.peer, info.processor_id, info.max_staged_tasks)
+            link = state.processors[peer] = ProcessorLink(peer, worker.peer, info.processor_id, info.max_staged_tasks)
             link.holding = self.holding
             worker.links.append(link)
             if worker.task_timeout_seconds > 0:
@@ -96,25 +109,25 @@ class LinkSessions:
             worker.processors.add(peer)
         unknown = []
         for task_id in info.held_tasks:  # rule 5
-            if task_id in core.tasks.records:
-                core.lifecycle.held_again(link, task_id, parked=False)
+            if task_id in state.tasks.records:
+                state.emit(HeldAgain(link, task_id))
             elif task_id not in link.tasks:
                 unknown.append(task_id)
         if unknown:
             link.held.update(unknown)
-            core.reattachment.worker_holds(worker.peer, tuple(unknown), core.now)
+            state.emit(HeldFromBefore(worker.peer, tuple(unknown)))
             logger.info("processor %s re-attached with %d task(s) from before a restart", short(peer), len(unknown))
         worker.restage()
-        core.lifecycle.worker_has_room(worker.peer)
+        state.emit(RoomAt(worker.peer))
         self.keep_processors(worker)
         return None
 
     def adopted(self, task_id: TaskID, worker_peer: PeerID) -> None:
         """A task submitted again after a restart was adopted by its worker: it is the link's that named it in its
         hello, computing there (first in its order), or parked when the processor said so."""
-        core = self._core
-        worker = core.workers.get(worker_peer)
-        record = core.tasks.get(task_id)
+        state = self._state
+        worker = state.workers.get(worker_peer)
+        record = state.tasks.get(task_id)
         if worker is None or record is None:
             return
         for link in worker.links:
@@ -123,110 +136,114 @@ class LinkSessions:
                 record.link = link.peer
                 parked = task_id in link.held_parked
                 link.held_parked.discard(task_id)
-                link.adopt(task_id, record.traits.priority, parked, core.now)
+                link.adopt(task_id, record.traits.priority, parked, state.now)
                 worker.restage()
-                core.lifecycle.worker_has_room(worker.peer)
+                state.emit(RoomAt(worker.peer))
                 return
 
     def held_at(self, worker_peer: PeerID, task_id: TaskID) -> PeerID | None:
         """The link of the worker whose hello named the task (None: none)."""
-        worker = self._core.workers.get(worker_peer)
+        worker = self._state.workers.get(worker_peer)
         return next((link.peer for link in worker.links if task_id in link.held), None) if worker else None
 
     # ------------------------------------------------------------ what a link says
 
-    def on_result(self, peer: PeerID, result: m.TaskResult) -> None:
-        """On the path of every task: `_end` inline."""
-        core = self._core
-        link = core.processors[peer]
-        worker = core.workers[link.worker]
-        task_id = result.task_id
-        link.results_read.append(task_id)  # rule 1
+    def result_read(self, peer: PeerID, result: m.TaskResult) -> ProcessorLink:
+        """A result read on the link, a task's or an actor call's: named in an echo later (rule 1)."""
+        link = self._state.processors[peer]
+        link.results_read.append(result.task_id)
         if len(link.results_read) >= RESULTS_READ_BATCH:
-            core.send(link.peer, m.HeartbeatEcho(results_read=tuple(link.results_read)))
+            self._state.send(link.peer, m.HeartbeatEcho(results_read=tuple(link.results_read)))
             link.results_read.clear()
-        if core.actors.is_call(task_id):
-            core.actors.call_result(worker.peer, result)
-            return
+        return link
+
+    def on_result(self, peer: PeerID, result: m.TaskResult) -> tuple[WorkerRecord, bool]:
+        """A task's result (not an actor call's) read on its link, which ends it there: its worker, and whether the
+        processors the worker keeps may change (`keep_processors`). On the path of every task: `result_read` and
+        `_end` inline."""
+        state = self._state
+        link = state.processors[peer]
+        link.results_read.append(result.task_id)
+        if len(link.results_read) >= RESULTS_READ_BATCH:
+            state.send(link.peer, m.HeartbeatEcho(results_read=tuple(link.results_read)))
+            link.results_read.clear()
+        worker = state.workers[link.worker]
+        task_id = result.task_id
         parked, hosting, long = link.parked, link.hosting, link.long
-        link.end(task_id, core.now)
+        link.end(task_id, self._state.now)
         changed = link.parked != parked or link.hosting != hosting or link.long != long
         if link.held:
-            link.held.discard(result.task_id)
-            link.held_parked.discard(result.task_id)
+            link.held.discard(task_id)
+            link.held_parked.discard(task_id)
         if result.ran is not None:  # before the slot is offered: the depth of staging may change
             worker.learn(result.ran.finished_at - result.ran.started_at)
         if changed:
             worker.restage()
-        self._ended(worker, result)
-        if changed:
-            self.keep_processors(worker)
+        return worker, changed
 
-    def on_log(self, peer: PeerID, log: m.TaskLog | m.StreamItem) -> None:
-        """Output a task printed, or a value a streaming task yielded: to its client."""
-        core = self._core
-        worker = core.processors[peer].worker
-        if core.actors.call_log(worker, log):
-            return
-        record = core.tasks.get(log.task_id)
+    def on_log(self, worker: PeerID, log: m.TaskLog | m.StreamItem) -> None:
+        """Output a task printed, or a value a streaming task yielded (not an actor call's), on a link of `worker`: to
+        its client."""
+        state = self._state
+        record = state.tasks.get(log.task_id)
         if record is not None and record.worker == worker and not record.client_gone:
-            client = core.clients.get(PeerID(record.client_id))
+            client = state.clients.get(PeerID(record.client_id))
             if client is None or not client.is_away:  # output is not kept for an away client (docs/guide/bursting.md)
-                core.send(PeerID(record.client_id), log)
+                state.send(PeerID(record.client_id), log)
 
     def on_cancel_confirm(self, peer: PeerID, confirm: m.TaskCancelConfirm) -> None:
-        core = self._core
-        link = core.processors[peer]
+        state = self._state
+        link = state.processors[peer]
         if self._end(link, confirm.task_id):
-            core.workers[link.worker].restage()
-            self.keep_processors(core.workers[link.worker])
-        core.lifecycle.cancel_confirmed_by(link.worker, confirm)
+            state.workers[link.worker].restage()
+            self.keep_processors(state.workers[link.worker])
+        state.emit(CancelConfirmed(link.worker, confirm))
 
     def on_returned(self, peer: PeerID, returned: m.TaskReturn) -> None:
         """Tasks the processor gave back unstarted: queued again, no retry spent."""
-        core = self._core
-        link = core.processors[peer]
-        handed = tuple(task_id for task_id in returned.task_ids if link.handed_back(task_id, core.now))
-        core.workers[link.worker].restage()
-        core.lifecycle.returned_by(link.worker, handed)
+        state = self._state
+        link = state.processors[peer]
+        handed = tuple(task_id for task_id in returned.task_ids if link.handed_back(task_id, state.now))
+        state.workers[link.worker].restage()
+        state.emit(GivenBack(link.worker, handed))
 
     def on_parked(self, peer: PeerID, blocked: m.ProcessorBlocked) -> None:
         """A task waits on nested futures: its slot serves other tasks meanwhile."""
-        core = self._core
-        link = core.processors[peer]
-        worker = core.workers[link.worker]
-        if link.park(blocked.task_id, core.now):
+        state = self._state
+        link = state.processors[peer]
+        worker = state.workers[link.worker]
+        if link.park(blocked.task_id, state.now):
             worker.restage()
             self.keep_processors(worker)
-            core.lifecycle.worker_has_room(worker.peer)
+            state.emit(RoomAt(worker.peer))
         elif blocked.task_id in link.held:  # from before a restart, not adopted yet: parked once it is
             link.held_parked.add(blocked.task_id)
 
     def on_resumed(self, peer: PeerID, request: m.ProcessorResumeRequest) -> None:
         """A parked task goes on (its processor gives it the turn itself): it takes a slot again."""
-        core = self._core
-        link = core.processors[peer]
-        if link.resume(request.task_id, core.now):
-            worker = core.workers[link.worker]
+        state = self._state
+        link = state.processors[peer]
+        if link.resume(request.task_id, state.now):
+            worker = state.workers[link.worker]
             worker.restage()
             self.keep_processors(worker)
 
     def on_writing(self, peer: PeerID, writing: m.ProcessorWriting) -> None:
         """Meanwhile the processor is not killed, nor retired as not needed: once done, it may be (rule 2)."""
-        link = self._core.processors[peer]
+        link = self._state.processors[peer]
         link.writing = writing.writing
         if not writing.writing:
-            self.keep_processors(self._core.workers[link.worker])
+            self.keep_processors(self._state.workers[link.worker])
 
     def on_actor_ready(self, peer: PeerID, ready: m.ActorReady) -> None:
         """The actor's constructor returned in this link's processor: it hosts the actor (rule 2)."""
-        core = self._core
-        link = core.processors[peer]
-        worker = core.workers[link.worker]
+        state = self._state
+        link = state.processors[peer]
+        worker = state.workers[link.worker]
         if link.host(ready.actor_id):
             worker.restage()
             self.keep_processors(worker)
-        core.actors.ready(worker.peer, ready, link.peer)
+        state.emit(ActorReadyAt(worker.peer, ready, link.peer))
 
     # ------------------------------------------------------------ the worker's side
 
@@ -234,7 +251,7 @@ class LinkSessions:
         """The worker's heartbeat was answered: each of its links is told the results read there since (rule 1)."""
         for link in worker.links:
             if link.results_read:
-                self._core.send(link.peer, m.HeartbeatEcho(results_read=tuple(link.results_read)))
+                self._state.send(link.peer, m.HeartbeatEcho(results_read=tuple(link.results_read)))
                 link.results_read.clear()
 
     def on_exited(self, worker_peer: PeerID, exited: m.ProcessorExited) -> None:
@@ -244,55 +261,55 @@ class LinkSessions:
     def drop(self, peer: PeerID, exited: m.ProcessorExited | None = None, force: bool = False) -> None:
         """A processor's link closed (`exited` None), or its agent says it ended and why: once both are known (or
         `force`, EXIT_WAIT_SECONDS after the first), the link is forgotten and what it held ends (rule 4)."""
-        core = self._core
-        link = core.processors.get(peer)
+        state = self._state
+        link = state.processors.get(peer)
         if link is None:
             return
         if exited is None:
             link.link_closed = True
         else:
             link.exited = exited
-        worker = core.workers.get(link.worker)
+        worker = state.workers.get(link.worker)
         if worker is not None and link in worker.links:
             worker.links.remove(link)  # it takes no task from now on
             worker.restage()
         holds = worker is not None and bool(link.tasks or link.held)
         if holds and not force and not (link.link_closed and link.exited is not None):
             if link.closed_at is None:
-                link.closed_at = core.now
+                link.closed_at = state.now
                 self.closing[peer] = None
             return
-        del core.processors[peer]
+        del state.processors[peer]
         if worker is not None:
             worker.processors.discard(peer)
             self._gone(worker, link)
             worker.restage()
             self.keep_processors(worker)
-        core.actors.processor_gone(peer, f"the processor {link.processor_id.decode(errors='replace')} ended")
+        state.emit(ProcessorGone(peer, f"the processor {link.processor_id.decode(errors='replace')} ended"))
 
     # ------------------------------------------------------------ time
 
     def on_tick(self, ask_back: bool = True) -> None:
         """Rules 3 and 4 (the unexplained exits) and 2 (the processors each worker keeps); `ask_back` False: nothing
         is asked back from behind a long task on this beat (the shell is behind on its reads: events.Tick)."""
-        core = self._core
+        state = self._state
         if self.closing:
-            processors = core.processors
+            processors = state.processors
             closing = [link for peer in self.closing if (link := processors.get(peer)) is not None]
             self.closing = {link.peer: None for link in closing}
             for link in closing:
-                if link.closed_at is not None and core.now - link.closed_at > EXIT_WAIT_SECONDS:
+                if link.closed_at is not None and state.now - link.closed_at > EXIT_WAIT_SECONDS:
                     self.drop(link.peer, force=True)
         if self.timed:
-            self.timed.intersection_update(core.processors)
-        if self.holding and (self.timed or core.now >= self.walk_after):
+            self.timed.intersection_update(state.processors)
+        if self.holding and (self.timed or state.now >= self.walk_after):
             self.walk_after = self._walk(ask_back)
 
     def _walk(self, ask_back: bool) -> float:
         """Rules 3-5 over the links holding tasks; the time before which no link's rule 3 or 4 comes due (0.0: a task
         stopped in its processor, rule 4, is watched on every beat)."""
-        core = self._core
-        processors, workers, holding, now = core.processors, core.workers, self.holding, core.now
+        state = self._state
+        processors, workers, holding, now = state.processors, state.workers, self.holding, state.now
         after = now + STAGED_WAIT_SECONDS  # a task that starts from now on is long from then on
         for peer in list(holding):  # the same dict every link holds: links leave it, it is never replaced
             link = processors.get(peer)
@@ -314,40 +331,38 @@ class LinkSessions:
         return after
 
     def _watch(self, worker: WorkerRecord, link: ProcessorLink, ask_back: bool) -> None:
-        core, now = self._core, self._core.now
-        lifecycle = core.lifecycle
+        state, now = self._state, self._state.now
         asked = link.behind_long(now) if ask_back else None
         if asked is not None:
             worker.restage()
             if asked:
-                lifecycle.take_back(worker.peer, asked)
+                state.emit(TakeBack(worker.peer, asked))
         if worker.task_timeout_seconds > 0:
             for task_id in link.overdue(now, worker.task_timeout_seconds):
                 self._time_out(worker, link, task_id)
         if link.stuck(now):
-            lifecycle.kill_processor(link, f"a task stopped in it did not end within {STOP_GRACE_SECONDS:g} s")
+            state.emit(KillProcessor(link, f"a task stopped in it did not end within {STOP_GRACE_SECONDS:g} s"))
 
     def _time_out(self, worker: WorkerRecord, link: ProcessorLink, task_id: TaskID) -> None:
         timeout = worker.task_timeout_seconds
         text = f"the task ran longer than the task timeout of {timeout:g} s and was stopped"
-        self._core.lifecycle.stop_on_link(link, task_id, "its task timed out")
+        self._state.emit(StopOnLink(link, task_id, "its task timed out"))
         self._ended(worker, m.TaskResult(task_id, m.ResultStatus.TIMED_OUT, error_message=text))
 
     def keep_processors(self, worker: WorkerRecord) -> None:
-        """Rule 2: the processors the worker keeps beyond its slots, and those killed as not needed."""
+        """Rule 2: the processors the worker keeps beyond its slots, and those killed as not needed (idle ones that
+        serve no actor's call: `follow_ups.Surplus`)."""
         wanted = sum(
             1 for link in worker.links if link.hosting is not None or (worker.processor_per_parent and link.parked)
         )
         if wanted != worker.beyond_slots:
             worker.beyond_slots = wanted
-            self._core.send(worker.peer, m.ProcessorsWanted(wanted))
+            self._state.send(worker.peer, m.ProcessorsWanted(wanted))
         surplus = sum(1 for link in worker.links if not link.killing) - (worker.slots + wanted)
-        for link in list(worker.links):
-            if surplus <= 0:
-                break
-            if link.is_idle() and not self._core.actors.calls_at(link.peer):
-                self._core.lifecycle.kill_processor(link, "not needed any more")
-                surplus -= 1
+        if surplus > 0:
+            idle = tuple(link for link in worker.links if link.is_idle())
+            if idle:
+                self._state.emit(Surplus(worker, idle, surplus))
 
     # ------------------------------------------------------------ helpers
 
@@ -355,25 +370,18 @@ class LinkSessions:
         """The processor answered for the task: its record ends it; True when the slots it offers changed (a long
         task that ended offers what the link stages again)."""
         parked, hosting, long = link.parked, link.hosting, link.long
-        link.end(task_id, self._core.now)
+        link.end(task_id, self._state.now)
         return link.parked != parked or link.hosting != hosting or link.long != long
 
     def _ended(self, worker: WorkerRecord, result: m.TaskResult) -> None:
-        """A task's result (its processor's, or one made here): an actor's start first, then the lifecycle's."""
-        core = self._core
-        if core.actors.start_result(worker.peer, result):
-            return  # its actor was lost: it starts again, or died (core/actors.py)
-        if result.task_id not in core.tasks.records and core.reattachment.result_for_held(
-            worker.peer, result, core.now
-        ):
-            return  # a task from before a restart: its client gets the result when it submits the task again
-        core.lifecycle.result_from(worker.peer, result)
+        """A task's result made here (its processor died, or it timed out): as if its processor had sent it."""
+        self._state.emit(TaskEnded(worker.peer, result))
 
     def _gone(self, worker: WorkerRecord, link: ProcessorLink) -> None:
         """The link's processor is gone: what it held ends (processor_links.py rule 2)."""
-        core, exited = self._core, link.exited
+        state, exited = self._state, link.exited
         if link.held:  # named in its hello, not adopted yet: submitted again, they run again
-            core.reattachment.forget_held(link.held)
+            state.emit(HeldForgotten(frozenset(link.held)))
             link.held.clear()
             link.held_parked.clear()
         name = link.processor_id.decode(errors="replace")
@@ -390,10 +398,10 @@ class LinkSessions:
                 self._ended(worker, m.TaskResult(task_id, status, error_message=text))
             elif fate is Fate.LOST:
                 why = f"the processor {name} it waited in for its nested tasks ended while running another task"
-                core.lifecycle.apply(task_id, TaskEvent.WORKER_LOST, reason=why)
+                state.emit(TaskStep(task_id, TaskEvent.WORKER_LOST, reason=why))
             elif fate is Fate.RAN:
                 why = f"its processor {name} ended before its result left (it runs again)"
-                core.lifecycle.apply(task_id, TaskEvent.WORKER_LOST, reason=why)
+                state.emit(TaskStep(task_id, TaskEvent.WORKER_LOST, reason=why))
             else:  # REQUEUED, or ANSWERED: a cancel's, which ends it cancelled
                 why = f"its processor {name} ended before it started"
-                core.lifecycle.apply(task_id, TaskEvent.RETURNED, reason=why)
+                state.emit(TaskStep(task_id, TaskEvent.RETURNED, reason=why))

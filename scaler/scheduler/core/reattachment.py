@@ -17,6 +17,7 @@ Everything is forgotten after `keep_seconds`: a worker's tasks whose client neve
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,7 +76,7 @@ class Reattachment:
         _shrink_if_due(self._results, self._shrink[1])
         return True
 
-    def forget_held(self, task_ids: set[TaskID]) -> None:
+    def forget_held(self, task_ids: Iterable[TaskID]) -> None:
         """These tasks are held no more (the processor that held them died): submitted again, they run again."""
         for task_id in task_ids:
             self._held.pop(task_id, None)

@@ -28,17 +28,17 @@ from scaler.protocol.messages import (
     TaskResult,
     TaskReturn,
 )
-from scaler.scheduler.core.effects import DeleteObjects, Effect, Send
+from scaler.scheduler.core.core_state import CoreState
+from scaler.scheduler.core.effects import DeleteObjects, Send
+from scaler.scheduler.core.follow_ups import TaskStep
 from scaler.scheduler.core.free_workers import FreeEntry, FreeWorkers
-from scaler.scheduler.core.graphs import GraphRecord, GraphRegistry, graph_problem
-from scaler.scheduler.core.jobs import JobTable
+from scaler.scheduler.core.graphs import GraphRecord, graph_problem
 from scaler.scheduler.core.memory_retry import bigger_place, not_retried, retried
-from scaler.scheduler.core.peers import ManagerRecord, WorkerRecord
+from scaler.scheduler.core.peers import WorkerRecord
 from scaler.scheduler.core.processor_links import ProcessorLink
 from scaler.scheduler.core.story_book import Words, cause_of
 from scaler.scheduler.core.task_record import Entry, TaskRecord, task_of
 from scaler.scheduler.core.task_state import Outcome, TaskEvent, TaskState, outcome
-from scaler.scheduler.core.task_table import TaskTable
 
 logger = logging.getLogger(__name__)
 
@@ -60,34 +60,22 @@ _DISPATCH_CAUSES: tuple[Words, ...] = tuple(("dispatch attempt {}", attempt) for
 
 
 class TaskLifecycle:
-    def __init__(
-        self,
-        tasks: TaskTable,
-        workers: dict[PeerID, WorkerRecord],
-        graphs: GraphRegistry,
-        effects: list[Effect],
-        max_task_retries: int,
-        max_tasks_waiting: int,
-        jobs: JobTable | None = None,
-        managers: dict[PeerID, ManagerRecord] | None = None,
-        answer: Callable[[PeerID, TaskResult | TaskCancelConfirm], None] | None = None,
-        processors: dict[PeerID, ProcessorLink] | None = None,
-    ) -> None:
+    def __init__(self, state: CoreState, max_task_retries: int, max_tasks_waiting: int) -> None:
+        tasks, workers = state.tasks, state.workers
         self._tasks = tasks
         #: the processors' links: every dispatched task is sent on one (`_assign`)
-        self._processors = processors if processors is not None else {}
-        #: how an answer reaches a client (`ClientSessions.answer`: sent, or held while the client is away); by
-        #: default a plain send
-        self._answer = answer if answer is not None else lambda peer, message: self._send(peer, message)
+        self._processors = state.processors
+        #: what should follow (`follow_ups.py`): an answer reaches a client through its session
+        self._state = state
         #: a job's tasks outlive their client, and their answers go to the job's followers (core/jobs.py)
-        self._jobs = jobs if jobs is not None else JobTable(0.0)
+        self._jobs = state.jobs
         self._workers = workers
         #: the connected managers: whether one declares workers bigger than one a task ran out of memory on
-        self._managers = managers if managers is not None else {}
+        self._managers = state.managers
         #: the workers with a free slot, least loaded first (free_workers.py)
         self._free = FreeWorkers(workers)
-        self._graphs = graphs
-        self._effects = effects
+        self._graphs = state.graphs
+        self._effects = state.effects
         self._max_task_retries = max_task_retries
         self._max_tasks_waiting = max_tasks_waiting
         #: each client's "submitted by" cause, one tuple for all its tasks' stories (a tuple per task was 56 bytes of
@@ -126,7 +114,7 @@ class TaskLifecycle:
             return
         if self._max_tasks_waiting >= 0 and len(self._tasks.queue) >= self._max_tasks_waiting:
             reason = f"refused: {len(self._tasks.queue)} tasks already wait for a worker (max-number-of-tasks-waiting)"
-            self._answer(PeerID(client), TaskResult(task.task_id, ResultStatus.NO_WORKER, error_message=reason))
+            self._state.answer(PeerID(client), TaskResult(task.task_id, ResultStatus.NO_WORKER, error_message=reason))
             return
         words: Words = cause
         if not cause:
@@ -145,7 +133,7 @@ class TaskLifecycle:
             problem = "a node reuses the id of a task that is still running"
         if problem is not None:
             for target in graph.targets:
-                self._answer(PeerID(client), TaskResult(target, ResultStatus.ERROR, error_message=problem))
+                self._state.answer(PeerID(client), TaskResult(target, ResultStatus.ERROR, error_message=problem))
             return
         self._graphs.register(graph)
         cause = ("graph submitted by client {}", client)  # one for its nodes' openings
@@ -199,7 +187,7 @@ class TaskLifecycle:
             record = self._tasks.get(task_id)
             if record is None or record.client_id != client:
                 self._tasks.not_found += 1
-                self._answer(PeerID(client), TaskCancelConfirm(task_id, CancelOutcome.NOT_FOUND))
+                self._state.answer(PeerID(client), TaskCancelConfirm(task_id, CancelOutcome.NOT_FOUND))
                 continue
             graph = self._graphs.get(record.graph_id) if record.graph_id else None
             if queued_only and (graph is not None or record.state not in NOT_DISPATCHED):
@@ -555,11 +543,11 @@ class TaskLifecycle:
             if admitted.deleted is not None:  # over its owner's storage quota: refused, its object freed
                 self._effects.append(DeleteObjects((admitted.deleted,)))
             for follower in sorted(followers):
-                self._answer(follower, admitted.answer)
+                self._state.answer(follower, admitted.answer)
             return
         if graph is None:
             if not record.client_gone:
-                self._answer(PeerID(record.client_id), answer)
+                self._state.answer(PeerID(record.client_id), answer)
             return
         self._end_graph_node(graph, record, answer, propagate)
 
@@ -576,7 +564,7 @@ class TaskLifecycle:
             for user in self._graphs.downstream(graph, node):
                 self.apply(user, TaskEvent.DEPENDENCY_FAILED, failure=answer)
         if node in graph.targets and not record.client_gone:
-            self._answer(PeerID(record.client_id), answer)
+            self._state.answer(PeerID(record.client_id), answer)
         released.extend(self._graphs.ended(graph, node))
         garbage = tuple(
             ObjectID(given.data)
@@ -590,6 +578,15 @@ class TaskLifecycle:
         self, peer: PeerID, message: Task | TaskResult | TaskCancel | TaskCancelConfirm | TaskReturn | ProcessorKill
     ) -> None:
         self._effects.append(Send(peer, message))
+
+    def step(self, step: TaskStep) -> None:
+        """A lifecycle event another registry asks for (`follow_ups.TaskStep`), with only the details it gives."""
+        if step.result is not None:
+            self.apply(step.task_id, step.event, result=step.result)
+        elif step.reason:
+            self.apply(step.task_id, step.event, reason=step.reason)
+        else:
+            self.apply(step.task_id, step.event)
 
 
 _T = TypeVar("_T")

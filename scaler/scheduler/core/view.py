@@ -9,102 +9,100 @@ cost grows with workers, managers, clients, functions and capability sets, not w
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
 
-from scaler.config.byte_size import format_byte_size
-from scaler.policy.capability import MEMORY, PRESENT, covers
+from scaler.policy.capability import capability_needs, covers
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, PeerID
+from scaler.scheduler.core.actors import Actors
+from scaler.scheduler.core.core_state import CoreState
 from scaler.scheduler.core.events import ShellStats
 from scaler.scheduler.core.jobs import JobRecord
 from scaler.scheduler.core.peers import ManagerRecord, WorkerRecord
 from scaler.scheduler.core.quotas import reason_words
 from scaler.scheduler.core.task_state import TaskState
 
-if TYPE_CHECKING:
-    from scaler.scheduler.core.scheduler_core import SchedulerCore
-
 #: Characters of a job's owning CURVE key (z85, 40 in all) the monitor shows: enough to tell keys apart.
 OWNER_KEY_SHOWN = 10
 
 
 class ViewBuilder:
-    def __init__(self, core: SchedulerCore) -> None:
-        self._core = core
+    def __init__(self, state: CoreState, actors: Actors) -> None:
+        self._state = state
+        self._actors = actors
         self.shell_stats = ShellStats(0.0, 0, 0, 0, 0, 0)
         self._cached: tuple[int, m.StatusSnapshot] | None = None
 
     def view(self) -> m.StatusSnapshot:
-        core = self._core
-        if self._cached is None or self._cached[0] != core.steps:
-            self._cached = (core.steps, self._build())
+        state = self._state
+        if self._cached is None or self._cached[0] != state.steps:
+            self._cached = (state.steps, self._build())
         return self._cached[1]
 
     def _build(self) -> m.StatusSnapshot:
-        core, shell = self._core, self.shell_stats
-        live = core.tasks.live_counts
+        state, shell = self._state, self.shell_stats
+        live = state.tasks.live_counts
         stats = m.SchedulerStats(
-            address=core.settings.scheduler_address,
+            address=state.settings.scheduler_address,
             cpu_percent=shell.cpu_percent,
             rss_bytes=shell.rss_bytes,
             queued=live[TaskState.QUEUED] + live[TaskState.WAITING],
             running=live[TaskState.DISPATCHED] + live[TaskState.CANCELING],
-            succeeded=core.tasks.succeeded,
-            failed=core.tasks.failed,
-            canceled=core.tasks.canceled,
-            worker_died=core.tasks.worker_died,
+            succeeded=state.tasks.succeeded,
+            failed=state.tasks.failed,
+            canceled=state.tasks.canceled,
+            worker_died=state.tasks.worker_died,
             object_count=shell.object_count,
             object_bytes=shell.object_bytes,
             messages_received=shell.messages_received,
             messages_sent=shell.messages_sent,
-            graphs=len(core.graphs),
-            not_found=core.tasks.not_found,
+            graphs=len(state.graphs),
+            not_found=state.tasks.not_found,
         )
         return m.StatusSnapshot(
-            time=core.now,
+            time=state.now,
             scheduler=stats,
-            workers=tuple(self._worker(worker) for worker in core.workers.values()),
+            workers=tuple(self._worker(worker) for worker in state.workers.values()),
             clients=self._clients(),
-            managers=tuple(self._manager(manager) for manager in core.managers.values()),
+            managers=tuple(self._manager(manager) for manager in state.managers.values()),
             pending=self._groups(),
-            wall_time=core.wall_time,
+            wall_time=state.wall_time,
             functions=tuple(
-                m.FunctionSummary(name, _counts(counts)) for name, counts in sorted(core.tasks.function_counts.items())
+                m.FunctionSummary(name, _counts(counts)) for name, counts in sorted(state.tasks.function_counts.items())
             ),
             message_counts=shell.message_counts,
-            run_times=core.tasks.run_times.estimates(),
-            jobs=tuple(self._job(job) for _, job in sorted(core.jobs.jobs.items())),
+            run_times=state.tasks.run_times.estimates(),
+            jobs=tuple(self._job(job) for _, job in sorted(state.jobs.jobs.items())),
             client_loads=self._client_loads(),
-            actors=core.actors.summaries(),
+            actors=self._actors.summaries(),
             storage=shell.storage,
         )
 
     def _client_loads(self) -> tuple[m.ClientLoad, ...]:
-        core, queue = self._core, self._core.tasks.queue
+        state, queue = self._state, self._state.tasks.queue
         loads = []
         for client, running, queued in queue.client_loads():
-            record = core.clients.get(PeerID(client))
+            record = state.clients.get(PeerID(client))
             budget = record.max_cost_per_hour if record is not None else 0.0
             share = queue.shares.get(client, 1.0)
             loads.append(m.ClientLoad(client, share, running, tuple(sorted(queued.items())), budget))
         return tuple(loads)
 
     def _job(self, job: JobRecord) -> m.JobSummary:
-        core = self._core
+        state = self._state
         return m.JobSummary(
             job.name,
             job.state,
             len(job.answers),
             len(job.task_ids),
-            PeerID(job.submitter) in core.clients,
+            PeerID(job.submitter) in state.clients,
             job.failed,
             job.submitter_name or bytes(job.submitter).decode(errors="replace")[-12:],
             job.owner[:OWNER_KEY_SHOWN],
-            max(0.0, core.now - job.opened_at),
+            max(0.0, state.now - job.opened_at),
         )
 
     def _worker(self, worker: WorkerRecord) -> m.WorkerSummary:
-        now = self._core.now
+        now = self._state.now
         return m.WorkerSummary(
             worker_id=worker.peer,
             manager_id=worker.manager_id,
@@ -123,12 +121,12 @@ class ViewBuilder:
         )
 
     def _clients(self) -> tuple[m.ClientSummary, ...]:
-        core = self._core
+        state = self._state
         summaries = []
-        for peer, client in core.clients.items():
-            counts = core.tasks.client_counts.get(ClientID(peer))
-            live = core.tasks.live_of(ClientID(peer))
-            away = max(0.0, core.now - client.last_seen) if client.is_away else 0.0
+        for peer, client in state.clients.items():
+            counts = state.tasks.client_counts.get(ClientID(peer))
+            live = state.tasks.live_of(ClientID(peer))
+            away = max(0.0, state.now - client.last_seen) if client.is_away else 0.0
             summary = m.ClientSummary(
                 peer, live, client.name, client.hostname, _counts(counts or [0] * 6), away, client.resume_seconds
             )
@@ -136,12 +134,12 @@ class ViewBuilder:
         return tuple(summaries)
 
     def _manager(self, manager: ManagerRecord) -> m.ManagerSummary:
-        core = self._core
-        connected = sum(1 for worker in core.workers.values() if worker.manager_id == manager.manager_id)
+        state = self._state
+        connected = sum(1 for worker in state.workers.values() if worker.manager_id == manager.manager_id)
         target = sum(entry.workers for entry in manager.last_target.entries) if manager.last_target else 0
         return m.ManagerSummary(
             manager.manager_id, manager.manager_type, manager.capabilities, manager.max_workers, connected, target,
-            manager.units, manager.pending_units, manager.last_target, max(0.0, core.now - manager.last_seen),
+            manager.units, manager.pending_units, manager.last_target, max(0.0, state.now - manager.last_seen),
             manager.worker_cost_per_hour, manager.boot_seconds, manager.min_workers, manager.buffer_workers,
             manager.waits, manager.held,
         )  # fmt: skip
@@ -149,13 +147,13 @@ class ViewBuilder:
     def _groups(self) -> tuple[m.PendingGroup, ...]:
         """Per capability set (the dispatcher's queue key): queued tasks, why they wait, running tasks; and the
         same by function, with how long each running task has held its worker."""
-        core = self._core
-        queue, records = core.tasks.queue, core.tasks.records
+        state = self._state
+        queue, records = state.tasks.queue, state.tasks.records
         queued = dict(queue.groups())
         running: dict[m.Capabilities, int] = {}
         #: queue key -> function name -> how long each of its running tasks has been running
         running_seconds: dict[m.Capabilities, dict[str, list[float]]] = {}
-        for worker in core.workers.values():
+        for worker in state.workers.values():
             held = sorted(
                 (record for record in map(records.get, worker.assigned) if record is not None),
                 key=lambda record: (record.dispatched_at, record.sequence),
@@ -164,8 +162,8 @@ class ViewBuilder:
                 key = queue.key(record)
                 running[key] = running.get(key, 0) + 1
                 # a worker runs one task at a time: the one it got first, since it got it or finished the one before
-                started = max(record.dispatched_at, worker.last_finished_at) if index == 0 else core.now
-                elapsed = max(0.0, core.now - started)
+                started = max(record.dispatched_at, worker.last_finished_at) if index == 0 else state.now
+                elapsed = max(0.0, state.now - started)
                 running_seconds.setdefault(key, {}).setdefault(record.traits.function_name, []).append(elapsed)
         groups = []
         held_back = queue.held_back()
@@ -175,7 +173,7 @@ class ViewBuilder:
             if count:
                 submitted = queue.oldest_submitted(capabilities, records)  # those held by a quota included
                 if submitted is not None:
-                    oldest = max(0.0, core.now - submitted)
+                    oldest = max(0.0, state.now - submitted)
                 reason = self._waiting_reason(capabilities)
                 kinds = held_back.get(capabilities, {})
                 over_quota = sum(kinds.values())
@@ -191,7 +189,7 @@ class ViewBuilder:
 
     def waiting_reasons(self) -> list[tuple[m.Capabilities, str]]:
         """Why each queue key's tasks wait, as `_groups` words it, without the rest of the view."""
-        queue = self._core.tasks.queue
+        queue = self._state.tasks.queue
         held_back = queue.held_back()
         reasons = []
         for capabilities, count in queue.groups():
@@ -207,14 +205,14 @@ class ViewBuilder:
         """Why queued tasks wait. A worker whose processors have not said hello on their links yet takes no task and
         is not counted, as clients are told (`ready_worker_count`): a task that waits for a capability until such a
         worker has started waits for one reason, not a second one for the moments its processors start."""
-        core = self._core
-        able = [worker for worker in core.workers.values() if worker.links and worker.can_run(capabilities)]
-        managers = [manager for manager in core.managers.values() if covers(manager.capabilities, capabilities)]
+        state = self._state
+        able = [worker for worker in state.workers.values() if worker.links and worker.can_run(capabilities)]
+        managers = [manager for manager in state.managers.values() if covers(manager.capabilities, capabilities)]
         starting = sum(manager.pending_units for manager in managers)
         queued = _queued_units(managers)
         if not able:
             booting = f"; a worker manager is starting {starting} unit(s)" if starting else ""
-            if not core.workers:
+            if not state.workers:
                 return "no worker is connected" + booting + queued
             return f"no connected worker has the capabilities {capability_needs(capabilities)}" + booting + queued
         more = f"; {starting} more unit(s) starting" if starting else ""
@@ -252,14 +250,6 @@ def with_link_tasks(worker: WorkerRecord) -> m.WorkerStatus:
         return status
     return dataclasses.replace(
         status, queued=status.queued + queued, running=status.running + running, blocked=status.blocked + blocked
-    )
-
-
-def capability_needs(capabilities: m.Capabilities) -> str:
-    """`gpu, memory >= 256 MiB`: the names, and a `memory` quantity as the least it needs."""
-    return ", ".join(
-        f"{name} >= {format_byte_size(value)}" if name == MEMORY and value != PRESENT else name
-        for name, value in sorted(capabilities)
     )
 
 

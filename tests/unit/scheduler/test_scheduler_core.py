@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import typing
+
 import pytest
 
 from scaler.policy.content import Allocation
@@ -10,6 +12,7 @@ from scaler.protocol.ids import PeerID, TaskID
 from scaler.scheduler.core.client_sessions import ANSWERS_WAIT_AT_LIVE
 from scaler.scheduler.core.effects import DeleteOwnerObjects, Publish, Send, StopScheduler
 from scaler.scheduler.core.events import Beats, PeerLost, Received, Tick, Undecodable
+from scaler.scheduler.core.follow_ups import FollowUp
 from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
 from scaler.scheduler.core.task_state import TRANSITIONS, Outcome, TaskEvent, TaskState
 from scaler.scheduler.core.task_table import TRANSITIONS_PER_PUBLICATION
@@ -49,10 +52,16 @@ def test_every_message_a_peer_may_send_has_a_handler() -> None:
     worker_sends = {m.Heartbeat, m.WorkerCapacity, m.WorkerLeaving, m.ProcessorExited}
     processor_sends = {m.TaskResult, m.TaskCancelConfirm, m.TaskLog, m.StreamItem, m.TaskReturn, m.ProcessorBlocked,
                        m.ProcessorResumeRequest, m.ProcessorWriting, m.ActorReady}  # fmt: skip
-    assert set(core._client_handlers) == client_sends
-    assert set(core._worker_handlers) == worker_sends, "a task's messages come on its processor's link only"
-    assert set(core._processor_handlers) == processor_sends
-    assert set(core._manager_handlers) == {m.Heartbeat, m.UnitsReclaimed}
+    routing = core.routing
+    assert set(routing.client_handlers) == client_sends
+    assert set(routing.worker_handlers) == worker_sends, "a task's messages come on its processor's link only"
+    assert set(routing.processor_handlers) == processor_sends
+    assert set(routing.manager_handlers) == {m.Heartbeat, m.UnitsReclaimed}
+
+
+def test_every_follow_up_a_registry_may_emit_has_one_route() -> None:
+    core = SchedulerCore(CoreSettings("a", "b", PYTHON), strict=True)
+    assert set(core.routing._follow_ups) == set(typing.get_args(FollowUp))
 
 
 # ---------------------------------------------------------------- hello
