@@ -27,6 +27,7 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import threading
@@ -227,12 +228,24 @@ def main() -> int:
     if why is not None:
         parser.error(why)
     pythons = {system: ensure_venv(system, args.python) for system in args.systems}
+    # Keys of the run's own, as the test suite has (tests/conftest.py): ours' servers make theirs there, and the
+    # workers and clients are given theirs from there; nothing of the run goes to the user's ~/.config/scaler.
+    config_home = tempfile.mkdtemp(prefix="rig-bench-config-")
+    os.environ["XDG_CONFIG_HOME"] = config_home
+    try:
+        return run(args, pythons)
+    finally:
+        shutil.rmtree(config_home, ignore_errors=True)
+
+
+def run(args: argparse.Namespace, pythons: dict[str, Path]) -> int:
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     args.results_dir.mkdir(parents=True, exist_ok=True)
     out = args.results_dir / f"rig-{stamp}.json"
     document: dict[str, Any] = {
         "started": stamp,
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "load_average": {"start": os.getloadavg()},  # 1, 5 and 15 minutes: the machine may be shared
         "rig": {
             "worker_hosts": args.worker_hosts,
             "slots": args.slots,
@@ -253,6 +266,7 @@ def main() -> int:
             for record in records:
                 record["round"] = round_index
             document["runs"] += records
+            document["load_average"]["end"] = os.getloadavg()
             out.write_text(json.dumps(document, indent=1))
     print("\n" + table(document["runs"], args.rate_mbit, args.worker_hosts, args.slots))
     print(f"raw results: {out}")

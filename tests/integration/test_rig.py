@@ -6,7 +6,8 @@ process of it along), and nothing of a rig is left once it is closed, nor once t
 Checked with each mechanism off: without the tmpfs on /dev/shm (host_init.py) the first test sees the other host's
 file; without `shape` the shaping test finds no tbf; with the router's cut set left empty, the cut test's connection
 goes through; without the PID namespace (unshare without --pid) the killed host's processes outlive it; without the
-watchdog, the namespaces of a killed maker are still there when the last test gives up.
+watchdog, the namespaces of a killed maker are still there when the last test gives up; without XDG_CONFIG_HOME
+named to the hosts (Host.environment), a host's processes make keys of their own under the host's HOME.
 
 Needs root, ip, tc, nft, nsenter and unshare; skipped naming what is missing otherwise.
 """
@@ -25,6 +26,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from scaler.security.key_folder import user_keys
 from tests.integration.conftest import wait_for
 from tests.rig import MBIT, Rig, unavailable
 
@@ -94,6 +96,22 @@ def test_each_host_has_its_own_shared_memory_tmp_name_and_processes(rig: Rig) ->
     assert not Path("/dev/shm/rig-test-file").exists() and not Path("/tmp/rig-test-file").exists()
     assert a.run("cat", "/dev/shm/rig-test-file").stdout == "a\n"  # the host keeps it
     assert rig.workdir.exists() and b.run("ls", str(rig.workdir)).returncode == 0  # the test's folder is seen by all
+
+
+@pytest.mark.timeout(120)
+def test_every_host_uses_the_keys_of_the_rigs_maker_even_when_it_names_no_configuration_folder(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host's HOME is its own; its processes still find the user's keys of the process that made the rig (where
+    RigStack's key variables come from), also when that process sets no XDG_CONFIG_HOME, as a benchmark run outside
+    the suite does: servers with keys of their own failed every worker's CURVE handshake."""
+    expected = Path(user_keys().path("server.key")).read_text()
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    code = "from pathlib import Path\nfrom scaler.security.key_folder import user_keys\n"
+    code += "print(Path(user_keys().path('server.key')).read_text(), end='')"
+    for name in ("a", "b"):
+        seen = rig.host(name).python(code)
+        assert seen.returncode == 0 and seen.stdout == expected, (name, seen.stdout, seen.stderr)
 
 
 @pytest.mark.timeout(120)

@@ -191,8 +191,10 @@ class Host:
                 f"--wd={folder}", "--", program, *argv[1:]]  # fmt: skip
 
     def environment(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        """This process's environment (the test run's markers included), with the host's own HOME and /tmp."""
-        return {**os.environ, "HOME": "/tmp/home", "TMPDIR": "/tmp", **(extra or {})}
+        """This process's environment (the test run's markers included), with the host's own HOME and /tmp, and the
+        configuration folder of the rig's maker (`Rig.config_home`)."""
+        own = {"HOME": "/tmp/home", "TMPDIR": "/tmp", "XDG_CONFIG_HOME": str(self.rig.config_home)}
+        return {**os.environ, **own, **(extra or {})}
 
     def start(self, command: str, *args: str, env: dict[str, str] | None = None, name: str = "") -> RigProcess:
         """Start a command on the host; its output goes to a log of the rig's."""
@@ -276,6 +278,11 @@ class Rig:
         self.log_dir = workdir / "logs"
         self.rate_bits = rate_bits
         self.python = sys.executable  #: the interpreter hosts run scripts with (this environment's)
+        #: The configuration folder of the process that made the rig (the user's keys: scaler's servers make and use
+        #: theirs there, and RigStack's key variables are read from there), seen by every host at its path. Named to
+        #: the hosts explicitly: each host's HOME is its own, so without it a host's servers would make keys of their
+        #: own under it, and no other host's peer could complete a CURVE handshake with them.
+        self.config_home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
         self.hosts = {host.name: Host(self, host) for host in plan.hosts}
         self._logs = 0
         self._watchdog: subprocess.Popen[bytes] | None = None
@@ -301,11 +308,12 @@ class Rig:
         workdir.mkdir(parents=True, exist_ok=True)
         rig = cls(RigPlan.of(os.getpid(), next(_NUMBERS), names), workdir.resolve(), rate_bits)
         rig.log_dir.mkdir(exist_ok=True)
+        rig.config_home.mkdir(parents=True, exist_ok=True)  # a host binds it back at its path: it must exist
         remove_leftovers()
         rig._start_watchdog()
         try:
             network.make_router(rig.plan)
-            shared = [str(rig.workdir), *([os.environ["XDG_CONFIG_HOME"]] if "XDG_CONFIG_HOME" in os.environ else [])]
+            shared = [str(rig.workdir), str(rig.config_home)]
             for host in rig.hosts.values():
                 network.make_link(rig.plan, host.plan, rate_bits)
                 host.boot(shared)
