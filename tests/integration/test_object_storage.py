@@ -57,6 +57,12 @@ START_TIMEOUT_SECONDS = 30.0
 REPLY_TIMEOUT_SECONDS = 60.0
 
 
+def counts(info: StorageInfo) -> tuple[int, int, int]:
+    """What a storage's info counts (its objects, their bytes, their owners), without its traffic, which the other
+    tests of the info (tests/unit/test_storage_traffic.py, tests/integration/test_host_caches.py) check."""
+    return info.object_count, info.total_bytes, info.owner_count
+
+
 @dataclass
 class ServerProcess:
     address: str
@@ -199,7 +205,7 @@ def test_two_gibibytes_and_one_byte(connection: ObjectStorageConnection) -> None
     connection.put(b"huge", data)
     del data
     gc.collect()
-    assert connection.info() == StorageInfo(1, size, 0)
+    assert counts(connection.info()) == (1, size, 0)
     received = connection.get(b"huge")
     try:
         assert len(received) == size
@@ -209,7 +215,7 @@ def test_two_gibibytes_and_one_byte(connection: ObjectStorageConnection) -> None
         del received
         gc.collect()
     assert connection.delete([b"huge"]) == 1
-    assert connection.info() == StorageInfo(0, 0, 0)
+    assert counts(connection.info()) == (0, 0, 0)
 
 
 def test_put_of_several_buffers_is_read_back_joined(connection: ObjectStorageConnection) -> None:
@@ -228,14 +234,14 @@ def test_missing_object_raises_missing_objects_naming_it(connection: ObjectStora
 
 
 def test_info_counts_objects_bytes_and_owners(connection: ObjectStorageConnection) -> None:
-    assert connection.info() == StorageInfo(0, 0, 0)
+    assert counts(connection.info()) == (0, 0, 0)
     connection.put(b"a", b"123", owner_id=b"Client|1")
     connection.put(b"b", b"45", owner_id=b"Client|1")
     connection.put(b"c", b"6", owner_id=b"Client|2")
     connection.put(b"d", b"7890")
-    assert connection.info() == StorageInfo(4, 10, 2)
+    assert counts(connection.info()) == (4, 10, 2)
     connection.put(b"a", b"1", owner_id=b"Client|1")  # replaced
-    assert connection.info() == StorageInfo(4, 8, 2)
+    assert counts(connection.info()) == (4, 8, 2)
 
 
 def test_delete_owner(connection: ObjectStorageConnection) -> None:
@@ -244,7 +250,7 @@ def test_delete_owner(connection: ObjectStorageConnection) -> None:
     connection.put(b"theirs", b"kept", owner_id=b"Client|staying")
     assert connection.delete_owner(b"Client|leaving") == 5
     assert connection.delete_owner(b"Client|leaving") == 0
-    assert connection.info() == StorageInfo(1, 4, 1)
+    assert counts(connection.info()) == (1, 4, 1)
     assert bytes(connection.get(b"theirs")) == b"kept"
 
 
@@ -311,7 +317,7 @@ def test_malformed_requests_get_bad_request_and_a_warning(server: ServerProcess)
             assert payload == []
             server.wait_for_log(reason)
         sock.send(header(Info(), 7))
-        assert raw_reply(sock)[0].value == StorageInfo(0, 0, 0)
+        assert counts(raw_reply(sock)[0].value) == (0, 0, 0)
     assert "WARNING" in server.log_text()
     assert "Traceback" not in server.log_text()
 
@@ -366,7 +372,7 @@ def test_put_header_without_payload_then_gone(server: ServerProcess) -> None:
     assert_serves_normally(server)
     with ObjectStorageConnection(server.address, "scheduler", timeout_seconds=REPLY_TIMEOUT_SECONDS) as check:
         assert not check.exists(b"half")
-        assert check.info() == StorageInfo(0, 0, 0)
+        assert counts(check.info()) == (0, 0, 0)
 
 
 _PUT_THEN_DIE = """
@@ -593,7 +599,7 @@ def test_async_connection_puts_and_gets_concurrently(server: ServerProcess) -> N
             await connection.connect()
             await asyncio.gather(*(connection.put(key, value, owner_id=b"Client|a") for key, value in payloads.items()))
             results = await asyncio.gather(*(connection.get(key) for key in payloads))
-            assert await connection.info() == StorageInfo(10, sum(map(len, payloads.values())), 1)
+            assert counts(await connection.info()) == (10, sum(map(len, payloads.values())), 1)
             assert await connection.exists(b"object-3")
             assert await connection.delete([b"object-0", b"nothing"]) == 1
             assert await connection.delete_owner(b"Client|a") == 9
