@@ -143,9 +143,13 @@ def key_files(python: Path, folder: Path) -> Path:
 
 
 def settled(driver: Any) -> Any:
-    """True once the page has loaded the client, else the reason it gives."""
+    """True once the page has loaded the client, else the reason it gives. The page's script may run after the
+    document is loaded (a module script): the wait starts once it has defined `window.scalerPage`."""
     return driver.execute_async_script(
-        "const done = arguments[arguments.length - 1]; window.scalerPage.ready.then(done, (e) => done(String(e)));"
+        "const done = arguments[arguments.length - 1];"
+        "const settle = () => window.scalerPage === undefined ? setTimeout(settle, 50)"
+        " : window.scalerPage.ready.then(done, (e) => done(String(e)));"
+        "settle();"
     )
 
 
