@@ -60,6 +60,7 @@ from scaler.security.handshake import (
     HANDSHAKE_FAILURES,
     answers_as,
     is_refusal,
+    is_refusal_confirmed,
     may_be_wrong_service,
     refusal_text,
     wrong_port_text,
@@ -618,6 +619,8 @@ class ClientAgent(Generic[FutureT]):
             if wrong_port is not None:
                 self._lost(ConnectionError(wrong_port), quiet=True)
                 return
+            if refused and not is_refusal_confirmed(event, value, self.address, self.keys.security):
+                return  # the scheduler died mid-handshake: ZeroMQ connects again, to it once it is back
             if refused:
                 found = self._found_again()
                 if found is not None:

@@ -35,6 +35,17 @@ def is_refusal(event: int, value: int, has_keys: bool) -> bool:
     return bool(event & HANDSHAKE_FAILURES) and (has_keys or is_mechanism_mismatch(event, value))
 
 
+def is_refusal_confirmed(event: int, value: int, address: str, security: TransportSecurity | None) -> bool:
+    """A refusal that a second handshake confirms: the server's own verdict on the key (EVENT_HANDSHAKE_FAILED_AUTH)
+    stands; a handshake that failed without one may be a server killed mid-handshake (which a fresh handshake
+    either completes, with the server back, or gets no answer to), not wrong keys (which fail it again)."""
+    if not is_refusal(event, value, security is not None):
+        return False
+    if security is None or event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+        return True
+    return handshake_outcome(address, security, zmq.DEALER) is False
+
+
 def refusal_text(server: str, side: str, address: str, event: int, has_keys: bool, keys_hint: str) -> str:
     """Why `server` ("scheduler") at `address` refused this `side` ("client", "worker", "reader"), ending with the
     fix for the common case, keys of another user or machine: what `scaler_keygen export DIR --role ROLE` writes
@@ -77,6 +88,14 @@ def answers_as(address: str, security: TransportSecurity | None, kind: int, time
     """Does a socket of `kind` (zmq.SUB: is it a monitor feed? zmq.DEALER: a scheduler or an object storage?)
     finish a handshake at `address` with these keys within the timeout? How a side that was refused tells a
     server of another kind from wrong keys; it costs one connection, made only once a handshake failed."""
+    return handshake_outcome(address, security, kind, timeout_seconds) is True
+
+
+def handshake_outcome(
+    address: str, security: TransportSecurity | None, kind: int, timeout_seconds: float = 2.0
+) -> bool | None:
+    """One handshake of a fresh socket of `kind` at `address` with these keys: True finished, False failed, None
+    no answer within the timeout (nothing listens there: a server that died mid-handshake and is not back yet)."""
     factory = SocketFactory(security=security)
     watched = zmq.EVENT_HANDSHAKE_SUCCEEDED | HANDSHAKE_FAILURES
     if kind == zmq.SUB:
@@ -86,7 +105,7 @@ def answers_as(address: str, security: TransportSecurity | None, kind: int, time
     events = factory.event_monitor(sock, watched)
     try:
         if not events.poll(int(timeout_seconds * 1000)):
-            return False
+            return None
         event = int(parse_monitor_message(events.recv_multipart())["event"])
         return event == zmq.EVENT_HANDSHAKE_SUCCEEDED
     finally:
