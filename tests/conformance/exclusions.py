@@ -95,14 +95,6 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         "its parameters pair each of joblib's backends with whether that backend raises when a generator is "
         "collected while running",
     ),
-    Exclusion(
-        "parfun", "TestDecorators.test_parallel_nested_calls", "gap",
-        "its parent tasks wait for their nested parallel functions on parfun's own futures and its bounded "
-        "submission (a semaphore), not on scaler's futures, so a waiting parent keeps its slot: with both workers "
-        "held by parents their children wait in the queue, and the test hangs. It also expects each child in "
-        "another process than its parent, where a child may run in the processor its parent waits in (waiting "
-        "parents are threads: `nested_parents` \"thread\", the default)",
-    ),
 )  # fmt: skip
 
 

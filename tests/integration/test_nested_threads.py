@@ -54,6 +54,41 @@ def test_in_process_mode_every_waiting_parent_keeps_a_processor(
     assert len(pids) >= 5, f"fibonacci(7) nests 6 deep: a processor per waiting parent, not {pids}"
 
 
+# ---------------------------------------------------------------- a parent that waits without scaler knowing
+
+#: how long a parent waits for its child before it gives up (the child never runs without a preemption slot)
+CHILD_WAIT_SECONDS = 60.0
+
+
+def own_pid() -> int:
+    return os.getpid()
+
+
+def parent_waiting_on_a_callback(client: Client) -> tuple[int, int]:
+    """A parent that waits for its child on a threading.Event set by the child's future's callback, not on `result()`
+    (as parfun's parents do): its processor never says it waits, so it keeps its slot."""
+    done = threading.Event()
+    pids: list[int] = []
+    child = client.submit(own_pid)
+    child.add_done_callback(lambda future: (pids.append(future.result()), done.set()))
+    if not done.wait(CHILD_WAIT_SECONDS):
+        raise TimeoutError(f"its child did not run within {CHILD_WAIT_SECONDS:g} s")
+    return os.getpid(), pids[0]
+
+
+@pytest.mark.timeout(180)
+def test_a_child_whose_parent_waits_without_parking_runs_in_a_processor_of_its_own(
+    make_cluster: Callable[..., SchedulerClusterCombo],
+) -> None:
+    """One worker of one processor holding one task: the parent holds the slot while it waits, and its child gets a
+    preemption slot, a processor more (core/preemption.py). Checked to fail with `preemption.plan` returning no grant
+    (the parent raised TimeoutError: its child stayed queued)."""
+    cluster = make_cluster(1, per_worker_task_queue_size=1)
+    with Client(cluster.get_address()) as client:
+        parent_pid, child_pid = client.submit(parent_waiting_on_a_callback, client).result(timeout=170)
+    assert parent_pid != child_pid
+
+
 # ---------------------------------------------------------------- stopping one parked parent among others
 
 

@@ -347,7 +347,7 @@ class SimulatedCluster:
         """The scheduler's bookkeeping agrees with itself (raises AssertionError otherwise)."""
         core = self.core
         for peer, worker in core.workers.items():
-            room = worker.capacity + worker.beside + worker.staging
+            room = worker.capacity + worker.beside + worker.staging + len(worker.preemption_slots)
             assert len(worker.assigned) <= room, f"{peer!r} holds more than its capacity"
             if not worker.assigned and worker.draining_until is None and worker.takes_tasks:
                 assert worker.free_slots > 0, f"{peer!r} holds nothing and is offered no credit"

@@ -17,13 +17,16 @@ from collections.abc import Iterator
 
 from scaler.policy.capability import needs_more_memory
 from scaler.protocol.ids import ClientID, TaskID
-from scaler.protocol.messages import Capabilities
+from scaler.protocol.messages import PRIORITY_DEPTH_BITS, Capabilities
 from scaler.scheduler.core.quotas import ClientQuota, held_back, startable
 from scaler.scheduler.core.task_record import Entry, TaskRecord
 from scaler.scheduler.core.task_state import TaskState
 
 #: Index, in the task table's counts of a client, of its tasks held at workers (DISPATCHED or CANCELING).
 HELD_INDEX = 2
+
+#: The bits of a wire priority that hold the nesting depth.
+_DEPTH_MASK = (1 << PRIORITY_DEPTH_BITS) - 1
 
 #: Of each client's tasks set aside over its quota, how many of the best `oldest_submitted` looks at.
 HEAD_ENTRIES = 64
@@ -146,6 +149,10 @@ class DispatchQueue:
 
     def groups(self) -> Iterator[tuple[Capabilities, int]]:
         return iter(self.queued_count.items())
+
+    def has_nested(self) -> bool:
+        """Whether a nested task (a nesting depth above 0, client/sharing.py) is queued (core/preemption.py)."""
+        return any(priority & _DEPTH_MASK for counts in self._by_priority.values() for priority in counts)
 
     def outranking(self, key: Capabilities, priority: int) -> int:
         """How many tasks of capability set `key` are queued above `priority`."""

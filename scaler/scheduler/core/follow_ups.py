@@ -205,6 +205,14 @@ class Surplus:
 
 
 @dataclass(frozen=True, slots=True)
+class SlotGone:
+    """A preemption slot of the worker went (the task that held it left it): the processors it keeps change
+    (core/preemption.py rule 4)."""
+
+    worker: WorkerRecord
+
+
+@dataclass(frozen=True, slots=True)
 class HeldFromBefore:
     """A processor's hello named tasks from before a restart: they are its worker's until their clients send them."""
 
@@ -257,7 +265,7 @@ FollowUp = (
     ClientHello | ClientBack | ClientLeft | ClusterShutdown
     | TaskStep | TaskEnded | RoomAt | TakeBack | KillProcessor | StopOnLink | HeldAgain | CancelConfirmed | GivenBack
     | Drain | NoticeOver | Cancel | GraphSubmitted
-    | WorkerJoined | WorkerLeft | Reclaimed | HeartbeatAnswered | Surplus | HeldFromBefore | HeldForgotten
+    | WorkerJoined | WorkerLeft | Reclaimed | HeartbeatAnswered | Surplus | SlotGone | HeldFromBefore | HeldForgotten
     | ActorReadyAt | ProcessorGone
     | ManagerHello | ScalingDecided
 )  # fmt: skip

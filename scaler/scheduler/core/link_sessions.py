@@ -13,7 +13,8 @@ processor protocol's table); this module feeds it and carries out what follows:
 2. ProcessorBlocked and ProcessorResumeRequest park a task and let it go on: a parked task yields its slot. An
    ActorReady makes the processor the actor's host: it takes no slot and no other task. A processor that hosts an
    actor, or keeps a waiting parent with `nested_parents = "process"`, serves no slot: its worker is asked for one
-   processor more per such link (ProcessorsWanted), and once they serve again, idle ones beyond the slots are killed
+   processor more per such link, and one per preemption slot (ProcessorsWanted, core/preemption.py), and once they
+   serve again or the slot goes, idle ones beyond the slots are killed
    (ProcessorKill, `keep_processors`). ProcessorWriting says the processor must not be killed meanwhile.
 3. On the tick: what is staged behind a long task is asked back (processor_links.py rule 3; not on a beat that came
    while the shell was behind on its reads, events.Tick); a task past its worker's
@@ -352,7 +353,7 @@ class LinkSessions:
     def keep_processors(self, worker: WorkerRecord) -> None:
         """Rule 2: the processors the worker keeps beyond its slots, and those killed as not needed (idle ones that
         serve no actor's call: `follow_ups.Surplus`)."""
-        wanted = sum(
+        wanted = len(worker.preemption_slots) + sum(
             1 for link in worker.links if link.hosting is not None or (worker.processor_per_parent and link.parked)
         )
         if wanted != worker.beyond_slots:

@@ -97,12 +97,15 @@ class WorkerRecord:
     slow: bool = False  #: its tasks compute STAGED_WAIT_SECONDS on average (`learn`): its prefetch is not offered
     #: the heartbeat period it was given last (its HelloReply, then each echo): its silence is judged by it
     heartbeat_period: float = 0.0
+    #: its preemption slots by nesting depth, each held by the task that filled it (None: granted, not filled yet):
+    #: a slot each beyond its capacity, and a processor each beyond its slots (core/preemption.py)
+    preemption_slots: dict[int, TaskID | None] = field(default_factory=dict)
 
     @property
     def free_slots(self) -> int:
         if self.draining_until is not None:
             return 0
-        return self.capacity + self.beside + self.staging - len(self.assigned)
+        return self.capacity + self.beside + self.staging + len(self.preemption_slots) - len(self.assigned)
 
     def learn(self, seconds: float) -> None:
         """A task computed for `seconds` here: each processor that stages may hold up to MAX_STAGED tasks behind the
@@ -145,16 +148,18 @@ class WorkerRecord:
 
     def link_for(self) -> ProcessorLink | None:
         """The link its next task goes to: among those with room (`_has_room`, inline: on the path of every task), the
-        one holding the fewest tasks not parked, one that computes long only when all do (None: none has room now)."""
+        one holding the fewest tasks not parked, one that computes long only when all do (None: none has room now).
+        While it has preemption slots, only a link that computes nothing has room (core/preemption.py rule 3)."""
         best: ProcessorLink | None = None
         best_order = (True, 0)
         per_parent = self.processor_per_parent
+        no_staging = per_parent or bool(self.preemption_slots)
         for link in self.links:
             parked = link.parked
             if link.killing or link.actor_start is not None or (per_parent and parked):
                 continue  # it serves no task
             unparked = len(link.tasks) - parked
-            if (link.max_staged <= 0 or per_parent) and unparked:
+            if (link.max_staged <= 0 or no_staging) and unparked:
                 continue  # it stages nothing and computes a task
             order = (link.long, unparked)
             if best is None or order < best_order:

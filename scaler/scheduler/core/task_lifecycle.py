@@ -30,11 +30,12 @@ from scaler.protocol.messages import (
 )
 from scaler.scheduler.core.core_state import CoreState
 from scaler.scheduler.core.effects import DeleteObjects, Send
-from scaler.scheduler.core.follow_ups import TaskStep
+from scaler.scheduler.core.follow_ups import SlotGone, TaskStep
 from scaler.scheduler.core.free_workers import FreeEntry, FreeWorkers
 from scaler.scheduler.core.graphs import GraphRecord, graph_problem
 from scaler.scheduler.core.memory_retry import bigger_place, not_retried, retried
 from scaler.scheduler.core.peers import WorkerRecord
+from scaler.scheduler.core.preemption import Preemption
 from scaler.scheduler.core.processor_links import ProcessorLink
 from scaler.scheduler.core.story_book import Words, cause_of
 from scaler.scheduler.core.task_record import Entry, TaskRecord, task_of
@@ -74,6 +75,8 @@ class TaskLifecycle:
         self._managers = state.managers
         #: the workers with a free slot, least loaded first (free_workers.py)
         self._free = FreeWorkers(workers)
+        #: the workers' preemption slots: a nested task waiting behind parents that keep their slots (preemption.py)
+        self.preemption = Preemption()
         self._graphs = state.graphs
         self._effects = state.effects
         self._max_task_retries = max_task_retries
@@ -381,6 +384,8 @@ class TaskLifecycle:
         cause = _DISPATCH_CAUSES[attempt] if attempt < len(_DISPATCH_CAUSES) else ("dispatch attempt {}", attempt)
         self._tasks.set_state(record, TaskState.DISPATCHED, self.now, cause)
         worker.assigned.add(record.task_id)
+        if worker.preemption_slots:
+            self.preemption.filled(worker, record.task_id)
         traits = record.traits
         link.send(
             record.task_id,
@@ -519,6 +524,10 @@ class TaskLifecycle:
             worker = self._workers.get(record.worker)
             if worker is not None:
                 worker.assigned.discard(record.task_id)
+                if worker.preemption_slots and self.preemption.released(
+                    worker, record.task_id, self._tasks.queue.has_nested()
+                ):
+                    self._state.emit(SlotGone(worker))
                 self._free.offer(worker)
         record.released()
 
