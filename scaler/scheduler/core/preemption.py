@@ -10,7 +10,10 @@ in its wait (it is not suspended: it may still have children to submit).
 
 Rules:
 1. Planned only while nested tasks are queued (`DispatchQueue.has_nested`): a queue of plain tasks never costs a
-   scan of the workers.
+   scan of the workers. A nested task gets a slot once it has waited GRANT_WAIT_SECONDS since its submission: a parent
+   that waits on scaler's futures parks within milliseconds of its submit, and its slot serves the child then (a
+   slot granted meanwhile would start a processor for nothing). The workers are looked at once per
+   PLAN_PERIOD_SECONDS at most.
 2. At most one slot per nesting depth per worker, and one worker per queued nested task and capability set.
 3. While a worker has preemption slots its tasks go to idle links only (`WorkerRecord.link_for`): nothing is staged
    behind a parent that waits.
@@ -27,10 +30,18 @@ from collections.abc import Iterable
 
 from scaler.protocol.ids import PeerID, TaskID
 from scaler.protocol.messages import PRIORITY_DEPTH_BITS
+from scaler.protocol.staging import STAGED_WAIT_SECONDS
 from scaler.scheduler.core.peers import WorkerRecord
 from scaler.scheduler.core.task_table import TaskTable
 
 _DEPTH_MASK = (1 << PRIORITY_DEPTH_BITS) - 1
+
+#: How long a nested task waits in the queue, from its submission, before a worker gets a slot for it (rule 1): the
+#: wait after which a task computing is judged long (`staging.STAGED_WAIT_SECONDS`).
+GRANT_WAIT_SECONDS = STAGED_WAIT_SECONDS
+#: How often, at most, the workers are looked at for a slot while nested tasks are queued (rule 1): a cluster busy
+#: with nested work keeps its children waiting for slots of the usual kind, and a scan per step would cost it.
+PLAN_PERIOD_SECONDS = 0.25
 
 
 class SlotState(enum.Enum):
@@ -62,12 +73,12 @@ def depth_of(priority: int) -> int:
     return priority & _DEPTH_MASK
 
 
-def plan(tasks: TaskTable, workers: Iterable[WorkerRecord]) -> dict[PeerID, int]:
+def plan(tasks: TaskTable, workers: Iterable[WorkerRecord], now: float) -> dict[PeerID, int]:
     """The workers to give a preemption slot now, each with the depth it is for (usually none: rule 1)."""
     queue, records = tasks.queue, tasks.records
     if not queue.has_nested():
         return {}
-    full = [worker for worker in workers if worker.links and worker.free_slots <= 0 and worker.draining_until is None]
+    full: list[WorkerRecord] | None = None  #: looked for once a nested task has waited long enough
     grants: dict[PeerID, int] = {}
     for key, _count in list(queue.groups()):
         head = queue.peek(key, records)
@@ -75,8 +86,10 @@ def plan(tasks: TaskTable, workers: Iterable[WorkerRecord]) -> dict[PeerID, int]
             continue
         priority = -head[0]
         depth = depth_of(priority)
-        if depth == 0:
+        if depth == 0 or now - records[head[3]].submitted_at < GRANT_WAIT_SECONDS:
             continue
+        if full is None:
+            full = [w for w in workers if w.links and w.free_slots <= 0 and w.draining_until is None]
         for worker in full:
             if worker.peer not in grants and worker.can_run(key) and _waits_behind(worker, priority):
                 grants[worker.peer] = depth
@@ -108,6 +121,7 @@ class Preemption:
     def __init__(self) -> None:
         #: the workers that may have a slot granted and not filled (the only ones a withdrawal looks at)
         self._granted: set[PeerID] = set()
+        self._plan_after = 0.0  #: the next plan comes no earlier (rule 1)
 
     def filled(self, worker: WorkerRecord, task_id: TaskID) -> None:
         """Rule 4: a task was sent to the worker: it holds the shallowest slot granted and not filled, if any."""
@@ -127,7 +141,7 @@ class Preemption:
                 return _move(worker, depth, SlotEvent.LEAVE, task_id)
         return False
 
-    def step(self, tasks: TaskTable, workers: dict[PeerID, WorkerRecord]) -> list[WorkerRecord]:
+    def step(self, tasks: TaskTable, workers: dict[PeerID, WorkerRecord], now: float) -> list[WorkerRecord]:
         """The workers whose preemption slots changed now (usually none)."""
         changed: list[WorkerRecord] = []
         if self._granted and not tasks.queue.has_nested():
@@ -138,7 +152,10 @@ class Preemption:
                 ):
                     changed.append(worker)
             self._granted.clear()
-        for peer, depth in plan(tasks, workers.values()).items():
+        if now < self._plan_after or not tasks.queue.has_nested():
+            return changed
+        self._plan_after = now + PLAN_PERIOD_SECONDS
+        for peer, depth in plan(tasks, workers.values(), now).items():
             worker = workers[peer]
             if _move(worker, depth, SlotEvent.GRANT, None):
                 self._granted.add(peer)

@@ -172,7 +172,7 @@ class SchedulerCore:
             self.lifecycle.dispatch()
             for worker, task_ids in self._overtaking.step(self.tasks, self.workers.values()).items():
                 self.lifecycle.take_back(worker, task_ids)
-            for granted in self.lifecycle.preemption.step(self.tasks, self.workers):
+            for granted in self.lifecycle.preemption.step(self.tasks, self.workers, self.state.now):
                 self.link_sessions.keep_processors(granted)  # its processors for its slots (preemption.py)
                 self.lifecycle.worker_has_room(granted.peer)
         except Exception:

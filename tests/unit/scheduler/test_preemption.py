@@ -8,7 +8,7 @@ from __future__ import annotations
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
 from scaler.scheduler.core.effects import Send
-from scaler.scheduler.core.preemption import GRANTS, SlotEvent, SlotState
+from scaler.scheduler.core.preemption import GRANT_WAIT_SECONDS, GRANTS, SlotEvent, SlotState
 from scaler_rehearsal.testing.simulation import FakeClient, FakeWorker, SimulatedCluster, task
 
 DEPTH = 1 << m.PRIORITY_DEPTH_BITS
@@ -40,6 +40,7 @@ def test_a_child_queued_behind_its_computing_parent_gets_a_processor_of_its_own(
     first = worker.link
     child = task(client.peer, 2, priority=1)  # depth 1: submitted inside the parent
     sim.submit(client, [child])
+    sim.advance(GRANT_WAIT_SECONDS)
     assert sent_to(sim, worker.peer, m.ProcessorsWanted) == [m.ProcessorsWanted(1)]
     second = worker.links[1]
     assert tasks_on(sim, second) == [child.task_id] and tasks_on(sim, first) == [parent]
@@ -62,9 +63,11 @@ def test_one_slot_per_depth_and_the_next_sibling_gets_one_when_the_first_is_done
     sim, client, worker, parent = busy_worker()
     first_child, second_child = task(client.peer, 2, priority=1), task(client.peer, 3, priority=1)
     sim.submit(client, [first_child, second_child])
+    sim.advance(GRANT_WAIT_SECONDS)
     assert len(worker.links) == 2 and sim.core.tasks.records[second_child.task_id].state.value == "queued"
     grandchild = task(client.peer, 4, priority=2)
     sim.submit(client, [grandchild])
+    sim.advance(GRANT_WAIT_SECONDS)
     assert len(worker.links) == 3 and tasks_on(sim, worker.links[2]) == [grandchild.task_id]
     sim.finish(worker, grandchild.task_id)
     sim.finish(worker, first_child.task_id)
@@ -82,6 +85,7 @@ def test_no_slot_when_the_worker_has_room_or_its_parent_parked_or_the_priorities
     sim, client, worker, parent = busy_worker()
     other = task(client.peer, 2, priority=5 * DEPTH + 1)  # another user priority, nested
     sim.submit(client, [other])
+    sim.advance(GRANT_WAIT_SECONDS)
     assert not sent_to(sim, worker.peer, m.ProcessorsWanted)
     sim.send(worker.link, m.ProcessorBlocked(parent))
     assert tasks_on(sim, worker.link)[-1] == other.task_id, "the parked parent's slot took it"
@@ -99,6 +103,7 @@ def test_a_slot_nothing_filled_is_withdrawn_once_no_nested_task_is_queued() -> N
     slots = sim.core.workers[worker.peer].preemption_slots
     worker.slots = -1  # its agent starts no processor for now: the slot stays granted, not filled
     sim.submit(client, [child])
+    sim.advance(GRANT_WAIT_SECONDS)
     assert slots == {1: None}
     sim.cancel(client, [child.task_id])
     assert not slots
@@ -114,11 +119,27 @@ def test_nothing_is_staged_behind_the_waiting_parent_before_the_new_processor_sa
     sim.submit(client, [parent])
     worker.slots = -1  # its agent is slow to start the processor
     sim.submit(client, [child])
-    sim.advance(0.5)
+    sim.advance(GRANT_WAIT_SECONDS)
     assert tasks_on(sim, worker.link) == [parent.task_id]
     assert sim.core.tasks.records[child.task_id].state.value == "queued"
     new = sim.add_processor(worker)
     assert tasks_on(sim, new) == [child.task_id]
+    sim.check_invariants()
+
+
+def test_a_parent_that_parks_soon_after_its_submit_gets_no_slot() -> None:
+    """Rule 1: a parent waiting on scaler's futures parks within milliseconds of its submit and its slot serves the
+    child; a slot granted before it parked would start a processor for nothing. Checked to fail with
+    GRANT_WAIT_SECONDS at 0 (ProcessorsWanted(1) went to the worker)."""
+    sim, client, worker, parent = busy_worker()
+    child = task(client.peer, 2, priority=1)
+    sim.submit(client, [child])
+    sim.advance(GRANT_WAIT_SECONDS / 10)
+    assert not sent_to(sim, worker.peer, m.ProcessorsWanted)
+    sim.send(worker.link, m.ProcessorBlocked(parent))
+    assert tasks_on(sim, worker.link) == [parent, child.task_id], "its parked parent's slot took it"
+    sim.advance(GRANT_WAIT_SECONDS)
+    assert not sent_to(sim, worker.peer, m.ProcessorsWanted)
     sim.check_invariants()
 
 
