@@ -15,6 +15,7 @@ can check that each task ends exactly once.
 
 from __future__ import annotations
 
+import collections
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -106,15 +107,27 @@ class SimulatedCluster:
         self.clients: dict[PeerID, FakeClient] = {}
         self.effects: list[Effect] = []
         self.graph_targets: set[TaskID] = set()  #: targets of the graphs submitted (for checks)
+        self._pending: collections.deque[Send] = collections.deque()  #: sent and not delivered yet, in order
+        self._delivering = False
 
     # ------------------------------------------------------------ driving the core
 
     def feed(self, event: Event) -> list[Effect]:
+        """The core handles the event; what it sends is delivered in the order it was sent, also what a delivery makes
+        peers answer (delivered after what the core sent before it, as a socket would: a nested delivery overtaking
+        the rest of its step's sends would reorder, say, two ProcessorsWanted)."""
         effects = self.core.handle(event)
         self.effects.extend(effects)
-        for effect in effects:
-            if isinstance(effect, Send):
+        self._pending.extend(effect for effect in effects if isinstance(effect, Send))
+        if self._delivering:
+            return effects
+        self._delivering = True
+        try:
+            while self._pending:
+                effect = self._pending.popleft()
                 self._deliver(effect.peer, effect.message)
+        finally:
+            self._delivering = False
         return effects
 
     def send(self, peer: bytes, message: m.Message) -> list[Effect]:
