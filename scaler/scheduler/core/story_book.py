@@ -320,7 +320,8 @@ class StoryBook:
             if not fit:
                 return
         stamps = (ran.started_at, ran.finished_at, ran.processor_pid, ran.received_at)
-        story += (stamps, _PLAIN[result.status], worker, attempt << 2 | fit)  # its entries are made when asked for
+        # its entries are made when asked for; the status's plain value (`_value_`: no hash of the member, no property)
+        story += (stamps, result.status._value_, worker, attempt << 2 | fit)
         story[_SIZE] = size + fit
 
     def expire(self, now: float) -> None:
@@ -421,7 +422,7 @@ def cause_of(event: TaskEvent, client_gone: bool, worker: bytes, details: dict[s
         if said:
             return f"result {result.status.value} from worker {short(worker)}{said}"
         # the status as text: a tuple of strings and bytes, kept with each finished story, is no work for the collector
-        return ("result {} from worker {}", result.status.value, worker)
+        return ("result {} from worker {}", result.status._value_, worker)  # `_value_`: `value` is a Python property
     if event is TaskEvent.CANCEL:
         return "its client left" if client_gone else "its client cancelled it"
     return _EVENT_CAUSES.get(event, str(event.value))
