@@ -230,7 +230,9 @@ class StoryBook:
     def note(
         self, task_id: TaskID, wall_time: float, what: str | TaskState, where: Words = "", cause: Words = ""
     ) -> None:
-        story = self._live_story(task_id)  # the common case: a live task's story
+        story = self._live.get(task_id)  # the common case, a live task's story grown into a list, without a call
+        if type(story) is not list:
+            story = self._live_story(task_id)
         if story is None:
             if self._reopened(task_id):
                 self.note(task_id, wall_time, what, where, cause)
@@ -266,7 +268,9 @@ class StoryBook:
             return
         if self._frozen is not None:
             self._thaw()
-        story = self._live_story(task_id)
+        story = self._live.get(task_id)  # as in `note`
+        if type(story) is not list:
+            story = self._live_story(task_id)
         if story is None:
             story = _new_story(task_id)
         else:
@@ -306,7 +310,9 @@ class StoryBook:
         ran = result.ran
         if ran is None:
             return
-        story = self._live_story(task_id)
+        story = self._live.get(task_id)  # as in `note`
+        if type(story) is not list:
+            story = self._live_story(task_id)
         if story is None:
             if self._reopened(task_id):
                 self.ran(task_id, worker, attempt, result)

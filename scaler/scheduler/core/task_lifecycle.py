@@ -390,7 +390,7 @@ class TaskLifecycle:
             self.now,
             "actor" if traits.actor else "stream" if traits.stream_credit else "",
         )
-        if link.holds_actor:
+        if link.actor_start is not None:  # `holds_actor`'s test, not the property: on the path of every task
             worker.restage()  # nothing is staged behind an actor's start
         self._free.offer(worker)
         graph = self._graphs.get(traits.graph_id) if traits.graph_id else None
