@@ -203,9 +203,9 @@ class DealerLink:
         if answer and self._stream is not None:
             self._stream.write(answer)
         for event in events:
-            if isinstance(event, zmtp.Received):
+            if isinstance(event, zmtp.MessageReceived):
                 self._received(event.frames)
-            elif isinstance(event, zmtp.Refused):
+            elif isinstance(event, zmtp.ConnectionEnded):
                 self._closed(event.reason)
 
     def _closed(self, reason: str) -> None:

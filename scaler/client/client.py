@@ -441,9 +441,7 @@ class Client:
         """Cancel this client's unfinished tasks and leave; the cluster keeps running."""
         self._session.close()
 
-    def close(self) -> None:
-        """`disconnect()`, by the name executors and Dask's client use."""
-        self.disconnect()
+    close = disconnect  #: by the name executors and Dask's client use
 
     def shutdown(self) -> None:
         """Ask the scheduler to stop the whole cluster; refused when the scheduler is protected."""

@@ -41,7 +41,7 @@ from scaler.protocol import messages as m
 from scaler.protocol.feed import STATUS_TOPIC
 from scaler.security.curve import CurveSecurity
 from scaler.security.key_files import read_key_pair
-from scaler.worker_manager.unit.report import Reporter
+from scaler.worker_manager.unit.report import UnitReporter
 
 logger = logging.getLogger("scaler.hub")
 
@@ -80,7 +80,7 @@ def run_hub(settings: dict[str, Any]) -> int:
             endpoints = (f"tcp://127.0.0.1:{ports[0]}", f"tcp://127.0.0.1:{ports[1]}", f"tcp://127.0.0.1:{ports[2]}")
             hub["tunnel_port"] = serve_front(str(settings["tunnel"]), endpoints, _write_certificate(folder))
             logger.info("hub serving %s (scheduler, object storage, monitor)", settings["tunnel"])
-        Reporter.from_environment().send(state="running", hub=hub)
+        UnitReporter.from_environment().send(state="running", hub=hub)
         logger.info("hub ready at %s: scheduler %d, object storage %d, monitor %d", address, *ports)
         try:
             return _keep(float(settings["lease_seconds"]), ports[2], probe, children, stopping)

@@ -31,7 +31,7 @@ from scaler.compat.dask_cluster import (
     local_cluster,
     warn_once,
 )
-from scaler.compat.dask_futures import Future, Resolver, Waiting, is_future, resolved
+from scaler.compat.dask_futures import Future, Resolver, WaitingTask, is_future, resolved
 from scaler.compat.dask_waits import futures_of, keep
 from scaler.payload import processor_context
 
@@ -193,7 +193,7 @@ class Client:
         dependencies = futures_of((args, kwargs))
         if dependencies:
             future.wait_for(dependencies)
-            self._resolver.add(Waiting(future, submit_now, dependencies))
+            self._resolver.add(WaitingTask(future, submit_now, dependencies))
         else:
             future.attach(submit_now())
         return future

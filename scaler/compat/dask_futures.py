@@ -301,7 +301,7 @@ def is_future(value: Any) -> bool:
 # ---------------------------------------------------------------- tasks waiting for their arguments' futures
 
 
-class Waiting(NamedTuple):
+class WaitingTask(NamedTuple):
     future: Future
     submit: Callable[[], concurrent.futures.Future[Any]]  #: submits the task with its arguments' values
     dependencies: list[Future]
@@ -311,11 +311,11 @@ class Resolver:
     """Submits the tasks whose arguments name futures not done yet, from a thread of its own, once those are done."""
 
     def __init__(self) -> None:
-        self._events: queue.SimpleQueue[Waiting | None] = queue.SimpleQueue()
+        self._events: queue.SimpleQueue[WaitingTask | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def add(self, waiting: Waiting) -> None:
+    def add(self, waiting: WaitingTask) -> None:
         with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="scaler-dask-dependencies", daemon=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from scaler.config.installed_docs import docs_root, find_page, page_names, page_text, page_title
-from scaler.config.markdown_blocks import Block, Item, Kind, blocks, slug
+from scaler.config.markdown_blocks import Block, BlockKind, Item, blocks, slug
 from scaler.version import __version__
 
 #: What the site's pages look like: plain, readable, and wide tables scroll.
@@ -137,7 +137,7 @@ def _api_path(page: str) -> str:
 
 def _navigation() -> list[tuple[str, list[str]]]:
     """The toctrees of the index: (caption, pages)."""
-    trees = [block for block in blocks(page_text("index")) if block.kind is Kind.TOCTREE]
+    trees = [block for block in blocks(page_text("index")) if block.kind is BlockKind.TOCTREE]
     return [(tree.options.get("caption", "Pages"), list(tree.entries)) for tree in trees]
 
 
@@ -164,18 +164,18 @@ def _body(name: str, page: list[Block]) -> str:
     taken: dict[str, int] = {}
     parts = []
     for block in page:
-        if block.kind is Kind.HEADING:
+        if block.kind is BlockKind.HEADING:
             anchor = slug(block.text, taken)
             parts.append(f'<h{block.level} id="{anchor}">{inline_html(name, block.text)}</h{block.level}>')
-        elif block.kind is Kind.PARAGRAPH:
+        elif block.kind is BlockKind.PARAGRAPH:
             parts.append(f"<p>{inline_html(name, block.text)}</p>")
-        elif block.kind is Kind.HTML:
+        elif block.kind is BlockKind.HTML:
             parts.append(block.text)
-        elif block.kind is Kind.LIST:
+        elif block.kind is BlockKind.LIST:
             parts.append(_list_html(name, list(block.items)))
-        elif block.kind is Kind.TABLE:
+        elif block.kind is BlockKind.TABLE:
             parts.append(_table_html(name, block.rows))
-        elif block.kind is Kind.TOCTREE:
+        elif block.kind is BlockKind.TOCTREE:
             folder = name.rpartition("/")[0]
             pages = [f"{folder}/{entry}" if folder else entry for entry in block.entries]
             items = "".join(f'<li><a href="{entry}.html">{html.escape(page_title(page))}</a></li>'

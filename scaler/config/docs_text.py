@@ -11,7 +11,7 @@ import re
 import textwrap
 from collections.abc import Callable
 
-from scaler.config.markdown_blocks import Block, Kind, blocks
+from scaler.config.markdown_blocks import Block, BlockKind, blocks
 
 WIDTH = 100
 
@@ -27,18 +27,18 @@ def page_as_text(name: str, markdown: str, title_of: Callable[[str], str]) -> st
 
 
 def _block_text(name: str, block: Block, title_of: Callable[[str], str]) -> str:
-    if block.kind is Kind.HEADING:
+    if block.kind is BlockKind.HEADING:
         return f"{'#' * block.level} {inline_text(name, block.text)}"
-    if block.kind is Kind.PARAGRAPH:
+    if block.kind is BlockKind.PARAGRAPH:
         return textwrap.fill(inline_text(name, block.text), WIDTH)
-    if block.kind is Kind.HTML:
+    if block.kind is BlockKind.HTML:
         return textwrap.fill(" ".join(_TAG.sub("", block.text).split()), WIDTH)
-    if block.kind is Kind.LIST:
+    if block.kind is BlockKind.LIST:
         return "\n".join(_item_text(name, item.depth, item.numbered, index, item.text)
                          for index, item in enumerate(block.items, 1))  # fmt: skip
-    if block.kind is Kind.TABLE:
+    if block.kind is BlockKind.TABLE:
         return "\n".join("| " + " | ".join(inline_text(name, cell) for cell in row) + " |" for row in block.rows)
-    if block.kind is Kind.TOCTREE:
+    if block.kind is BlockKind.TOCTREE:
         folder = name.rpartition("/")[0]
         pages = [f"{folder}/{entry}" if folder else entry for entry in block.entries]
         width = max((len(page) for page in pages), default=0)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 
-class Kind(Enum):
+class BlockKind(Enum):
     HEADING = "heading"
     PARAGRAPH = "paragraph"
     LIST = "list"
@@ -32,7 +32,7 @@ class Item:
 
 @dataclass(frozen=True)
 class Block:
-    kind: Kind
+    kind: BlockKind
     text: str = ""  #: a heading's or a paragraph's text; code; raw HTML
     level: int = 0  #: a heading's level
     info: str = ""  #: a code fence's language
@@ -62,7 +62,7 @@ def blocks(text: str) -> list[Block]:
         elif _FENCE.match(line):
             index = _fence(lines, index, found)
         elif (heading := _HEADING.match(line)) is not None:
-            found.append(Block(Kind.HEADING, heading.group(2), level=len(heading.group(1))))
+            found.append(Block(BlockKind.HEADING, heading.group(2), level=len(heading.group(1))))
             index += 1
         elif line.lstrip().startswith("|"):
             index = _table(lines, index, found)
@@ -70,11 +70,11 @@ def blocks(text: str) -> list[Block]:
             index = _list(lines, index, found)
         elif line.lstrip().startswith("<") and not line.lstrip().startswith("<http"):
             end = _paragraph_end(lines, index)
-            found.append(Block(Kind.HTML, "\n".join(lines[index:end])))
+            found.append(Block(BlockKind.HTML, "\n".join(lines[index:end])))
             index = end
         else:
             end = _paragraph_end(lines, index)
-            found.append(Block(Kind.PARAGRAPH, " ".join(part.strip() for part in lines[index:end])))
+            found.append(Block(BlockKind.PARAGRAPH, " ".join(part.strip() for part in lines[index:end])))
             index = end
     return found
 
@@ -97,9 +97,9 @@ def _fence(lines: list[str], index: int, found: list[Block]) -> int:
         pairs = (line[1:].partition(":") for line in body if line[:1] == ":")
         options = {key: value.strip() for key, _, value in pairs}
         entries = tuple(line.strip() for line in body if line.strip() and not line.startswith(":"))
-        found.append(Block(Kind.TOCTREE, options=options, entries=entries))
+        found.append(Block(BlockKind.TOCTREE, options=options, entries=entries))
     else:
-        found.append(Block(Kind.CODE, "\n".join(body), info=info))
+        found.append(Block(BlockKind.CODE, "\n".join(body), info=info))
     return end + 1
 
 
@@ -110,7 +110,7 @@ def _table(lines: list[str], index: int, found: list[Block]) -> int:
         if not all(re.fullmatch(r":?-+:?", cell) for cell in cells):
             rows.append(cells)
         index += 1
-    found.append(Block(Kind.TABLE, rows=tuple(rows)))
+    found.append(Block(BlockKind.TABLE, rows=tuple(rows)))
     return index
 
 
@@ -132,7 +132,7 @@ def _list(lines: list[str], index: int, found: list[Block]) -> int:
         index += 1
         if index < len(lines) and not lines[index].strip() and _continues(lines, index + 1):
             index += 1  # a blank line between items of one list
-    found.append(Block(Kind.LIST, items=tuple(items)))
+    found.append(Block(BlockKind.LIST, items=tuple(items)))
     return index
 
 

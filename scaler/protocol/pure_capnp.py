@@ -39,7 +39,7 @@ class Enumerant(NamedTuple):
     raw: int
 
 
-class Field:
+class FieldLayout:
     """One field of a struct's layout: what `schemas.field_of` gives, and `_get_by_field` takes."""
 
     __slots__ = ("discriminant", "element", "kind", "name", "offset", "schema")
@@ -60,7 +60,7 @@ class StructSchema:
     def __init__(self, name: str, layout: capnp_layout.Struct, enums: dict[str, tuple[str, ...]]) -> None:
         self.name = name
         self.data_words, self.pointer_count, self.discriminant_offset, rows = layout
-        self.fields = {row[0]: Field(*row) for row in rows}
+        self.fields = {row[0]: FieldLayout(*row) for row in rows}
         #: the union's members by discriminant
         self.members = {f.discriminant: f.name for f in self.fields.values() if f.discriminant >= 0}
         self.enums = {f.name: enums[f.element] for f in self.fields.values() if f.kind == "enum"}
@@ -231,10 +231,10 @@ class StructReader:
         self._pointer_count = pointer_count
         self._schema = schema
 
-    def _get_by_field(self, f: Field) -> Any:
+    def _get_by_field(self, f: FieldLayout) -> Any:
         return _READERS[f.kind](self, f)
 
-    def _has_by_field(self, f: Field) -> bool:
+    def _has_by_field(self, f: FieldLayout) -> bool:
         return f.offset < self._pointer_count and self._message.word(self._segment, self._pointers + f.offset) != 0
 
     def _which_str(self) -> str:
@@ -261,7 +261,7 @@ class StructReader:
             return packing.unpack(bytes(size))[0]  # a struct written by an older schema: the field's default
         return packing.unpack_from(self._message.data, self._data + byte)[0]
 
-    def _pointer(self, f: Field) -> tuple[int, int, int] | None:
+    def _pointer(self, f: FieldLayout) -> tuple[int, int, int] | None:
         """The field's pointer resolved (None: null or beyond the struct's pointers)."""
         if f.offset >= self._pointer_count:
             return None
@@ -269,23 +269,23 @@ class StructReader:
         return None if resolved[2] == 0 else resolved
 
 
-def _read_bool(reader: StructReader, f: Field) -> bool:
+def _read_bool(reader: StructReader, f: FieldLayout) -> bool:
     byte = f.offset >> 3
     if byte >= reader._data_bytes:
         return False
     return bool(reader._message.data[reader._data + byte] >> (f.offset & 7) & 1)
 
 
-def _read_scalar(reader: StructReader, f: Field) -> Any:
+def _read_scalar(reader: StructReader, f: FieldLayout) -> Any:
     packing = _SCALARS[f.kind]
     return reader._scalar(packing, f.offset * packing.size, packing.size)
 
 
-def _read_enum(reader: StructReader, f: Field) -> Enumerant:
+def _read_enum(reader: StructReader, f: FieldLayout) -> Enumerant:
     return Enumerant(reader._scalar(_SCALARS["enum"], 2 * f.offset, 2))
 
 
-def _read_blob(reader: StructReader, f: Field) -> bytes:
+def _read_blob(reader: StructReader, f: FieldLayout) -> bytes:
     resolved = reader._pointer(f)
     if resolved is None:
         return b""
@@ -301,19 +301,19 @@ def _blob(message: _Message, segment: int, target: int, pointer: int) -> bytes:
     return message.data[byte : byte + count]
 
 
-def _read_text(reader: StructReader, f: Field) -> str:
+def _read_text(reader: StructReader, f: FieldLayout) -> str:
     data = _read_blob(reader, f)
     return data[:-1].decode() if data else ""
 
 
-def _read_struct(reader: StructReader, f: Field) -> StructReader:
+def _read_struct(reader: StructReader, f: FieldLayout) -> StructReader:
     assert f.schema is not None
     if f.offset >= reader._pointer_count:
         return StructReader(reader._message, 0, 0, 0, 0, 0, f.schema)
     return _follow_struct(reader._message, reader._segment, reader._pointers + f.offset, f.schema)
 
 
-def _read_group(reader: StructReader, f: Field) -> StructReader:
+def _read_group(reader: StructReader, f: FieldLayout) -> StructReader:
     """A group: another view of its struct's sections."""
     assert f.schema is not None
     return StructReader(
@@ -322,7 +322,7 @@ def _read_group(reader: StructReader, f: Field) -> StructReader:
     )  # fmt: skip
 
 
-def _read_list(reader: StructReader, f: Field) -> ListReader:
+def _read_list(reader: StructReader, f: FieldLayout) -> ListReader:
     resolved = reader._pointer(f)
     if resolved is None:
         return ListReader(reader._message, 0, 0, 0, 0, 0, f)
@@ -352,7 +352,9 @@ def _read_list(reader: StructReader, f: Field) -> ListReader:
 class ListReader(Sequence[Any]):
     """A list field being read: its elements (bytes, str, int, float or StructReader) by index or in order."""
 
-    def __init__(self, message: _Message, segment: int, at: int, count: int, step: int, tag: int, f: Field) -> None:
+    def __init__(
+        self, message: _Message, segment: int, at: int, count: int, step: int, tag: int, f: FieldLayout
+    ) -> None:
         self._message = message
         self._segment = segment
         self._at = at  #: its first element's word in its segment
@@ -445,7 +447,7 @@ class StructBuilder:
         arena = self._arena
         return _HEAD.pack(0) + _HEAD.pack(len(arena) >> 3) + bytes(arena)
 
-    def _field(self, name: str) -> Field:
+    def _field(self, name: str) -> FieldLayout:
         f = self._schema.fields.get(name)
         if f is None:
             raise AttributeError(f"{self._schema.name} has no field {name!r}")
@@ -488,7 +490,7 @@ class StructBuilder:
         else:
             raise TypeError(f"{self._schema.name}.{name}: set a {kind} field with init()")
 
-    def _set_list(self, f: Field, values: Sequence[Any]) -> None:
+    def _set_list(self, f: FieldLayout, values: Sequence[Any]) -> None:
         at, arena, count = self._pointers + f.offset, self._arena, len(values)
         if f.element in ("text", "data"):
             target = _allocate(arena, count)

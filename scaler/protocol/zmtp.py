@@ -3,10 +3,10 @@ mechanisms: zmtp_curve.py), as pure bytes in and out: what pyzmq's DEALER does o
 that has no libzmq (Pyodide in a browser, over a WebSocket that carries the same byte stream).
 
 The shell brings the bytes it read (`receive`) and writes what comes back; `send` frames a message (queued until the
-handshake is done, as libzmq queues). Events out: `Ready` (the peer's READY, its properties), `Received` (a message's
-frames), `Refused` (the peer's ERROR command, or bytes that are not ZMTP 3: the connection is over, the text says
-why; when the byte stream closes, `closed()` says why from how far the handshake got). A peer's PING is answered with
-PONG here; nothing else of the protocol reaches the shell.
+handshake is done, as libzmq queues). Events out: `Ready` (the peer's READY, its properties), `MessageReceived` (a
+message's frames), `ConnectionEnded` (the peer's ERROR command, or bytes that are not ZMTP 3: the connection is over,
+the text says why; when the byte stream closes, `closed()` says why from how far the handshake got). A peer's PING is
+answered with PONG here; nothing else of the protocol reaches the shell.
 
 Rules:
 1. The greeting goes first, whole (64 bytes: signature, version 3.1, the mechanism, as-server 0); the peer's must
@@ -57,18 +57,18 @@ class Ready:
 
 
 @dataclass(frozen=True)
-class Received:
+class MessageReceived:
     frames: list[bytes]
 
 
 @dataclass(frozen=True)
-class Refused:
+class ConnectionEnded:
     """The connection is over: why, in a sentence."""
 
     reason: str
 
 
-ZmtpEvent = Ready | Received | Refused
+ZmtpEvent = Ready | MessageReceived | ConnectionEnded
 
 
 def greeting(mechanism: bytes = b"NULL") -> bytes:
@@ -168,7 +168,7 @@ class ZmtpDealer:
                 pass
         except (ZmtpError, MechanismError) as error:
             self._refused = f"{self._peer}: {error}" if isinstance(error, MechanismError) else str(error)
-            events.append(Refused(self._refused))
+            events.append(ConnectionEnded(self._refused))
         return events, b"".join(out)
 
     def closed(self) -> str:
@@ -261,7 +261,7 @@ class ZmtpDealer:
     def _part(self, body: bytes, more: bool, events: list[ZmtpEvent]) -> None:
         self._parts.append(body)
         if not more:
-            events.append(Received(self._parts))
+            events.append(MessageReceived(self._parts))
             self._parts = []
 
 

@@ -64,10 +64,10 @@ class CurveSecurity:
         assert provider is not None
         for domain in ("*", MONITOR_DOMAIN):  # "*": sockets without a domain; pyzmq matches domains exactly
             authenticator.configure_curve_callback(domain, credentials_provider=provider)
-        return _Stopping(authenticator)
+        return _StoppingAuthenticator(authenticator)
 
 
-class _Stopping:
+class _StoppingAuthenticator:
     def __init__(self, authenticator: Any) -> None:
         self._authenticator = authenticator
 

@@ -53,7 +53,7 @@ def test_futures_complete_across_a_scheduler_killed_and_started_again_and_no_tas
     Checked with reattachment off by hand (`Reattachment.worker_holds` returning at once): tasks 2 and 3, running
     through the restart, ran twice and the last assertion failed. The tasks run on the processors' own links, their
     agents never see them: the processors name them in their links' hellos to the new instance (checked by hand with
-    `LinkState.hello` naming none: tasks running through the restart ran twice)."""
+    `ProcessorLinkState.hello` naming none: tasks running through the restart ran twice)."""
     addresses, scheduler, _storage = launcher.stack(workers=2)
     runs = tmp_path / "runs"
     runs.touch()

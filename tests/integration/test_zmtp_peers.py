@@ -44,7 +44,7 @@ class RawDealer:
             except TimeoutError:
                 continue
             if not data:
-                return [*seen, zmtp.Refused(self.zmtp.closed())]
+                return [*seen, zmtp.ConnectionEnded(self.zmtp.closed())]
             events, out = self.zmtp.receive(data)
             if out:
                 self.socket.sendall(out)
@@ -102,9 +102,9 @@ def test_a_router_knows_the_dealer_by_its_identity_and_keeps_it_past_its_heartbe
     dealer.events(zmtp.Ready)
     assert router.recv_multipart() == [b"Client|browser", b"hello", b"x" * 1000]
     quiet = dealer.events(None, timeout_seconds=3.0)  # past the 0.4 s heartbeat timeout: its PINGs are answered
-    assert not any(isinstance(event, zmtp.Refused) for event in quiet), quiet
+    assert not any(isinstance(event, zmtp.ConnectionEnded) for event in quiet), quiet
     router.send_multipart([b"Client|browser", b"answer", b"y" * 300])
-    received = [event for event in dealer.events(zmtp.Received) if isinstance(event, zmtp.Received)]
+    received = [event for event in dealer.events(zmtp.MessageReceived) if isinstance(event, zmtp.MessageReceived)]
     assert received[0].frames == [b"answer", b"y" * 300]
 
 
@@ -119,8 +119,8 @@ def test_a_curve_servers_refusal_is_told_as_one(
     port = router.bind_to_random_port("tcp://127.0.0.1")
     dealer = RawDealer(port, b"Client|browser")
     dealers.append(dealer)
-    refused = dealer.events(zmtp.Refused)[-1]
-    assert isinstance(refused, zmtp.Refused) and "secured with keys (CURVE)" in refused.reason
+    refused = dealer.events(zmtp.ConnectionEnded)[-1]
+    assert isinstance(refused, zmtp.ConnectionEnded) and "secured with keys (CURVE)" in refused.reason
 
 
 def curve_pairs() -> tuple[CurveKeys, bytes]:
@@ -152,9 +152,9 @@ def test_curve_both_ways_and_past_the_heartbeat_timeout(
     dealer.events(zmtp.Ready, timeout_seconds=30)
     assert router.recv_multipart() == [b"Client|curve", b"hello", b"x" * 3000]
     quiet = dealer.events(None, timeout_seconds=2.0)
-    assert not any(isinstance(event, zmtp.Refused) for event in quiet), quiet
+    assert not any(isinstance(event, zmtp.ConnectionEnded) for event in quiet), quiet
     router.send_multipart([b"Client|curve", b"answer", b"y" * 300])
-    received = [event for event in dealer.events(zmtp.Received, 30) if isinstance(event, zmtp.Received)]
+    received = [event for event in dealer.events(zmtp.MessageReceived, 30) if isinstance(event, zmtp.MessageReceived)]
     assert received[0].frames == [b"answer", b"y" * 300]
 
 
@@ -170,5 +170,5 @@ def test_a_wrong_server_key_is_told_as_one(
     port = router.bind_to_random_port("tcp://127.0.0.1")
     dealer = RawDealer(port, b"Client|curve", keys)
     dealers.append(dealer)
-    refused = dealer.events(zmtp.Refused, timeout_seconds=30)[-1]
-    assert isinstance(refused, zmtp.Refused) and "CURVE handshake" in refused.reason, refused
+    refused = dealer.events(zmtp.ConnectionEnded, timeout_seconds=30)[-1]
+    assert isinstance(refused, zmtp.ConnectionEnded) and "CURVE handshake" in refused.reason, refused

@@ -12,7 +12,7 @@ from scaler.config.docs_site import inline_html, page_html
 from scaler.config.docs_text import inline_text, page_of_link
 from scaler.config.installed_docs import page_for_terminal, page_names, page_text
 from scaler.config.manager_types import MANAGER_TYPES
-from scaler.config.markdown_blocks import Kind, blocks, slug
+from scaler.config.markdown_blocks import BlockKind, blocks, slug
 
 #: How the index names each manager type's workers (a new type fails the test until the index names it).
 INDEX_NAMES = {
@@ -84,7 +84,7 @@ def test_every_page_of_the_site_links_pages_as_html_and_has_unique_anchors() -> 
 
 def test_nested_lists_and_tables_are_read_as_blocks() -> None:
     page = blocks("- a\n  more\n  - b\n- c\n\n| x | y \\| z |\n|---|---|\n| 1 | 2 |\n<!-- doc-test: skip -->\n")
-    assert [block.kind for block in page] == [Kind.LIST, Kind.TABLE]
+    assert [block.kind for block in page] == [BlockKind.LIST, BlockKind.TABLE]
     assert [(item.depth, item.text) for item in page[0].items] == [(0, "a more"), (1, "b"), (0, "c")]
     assert page[1].rows == (("x", "y | z"), ("1", "2"))
 

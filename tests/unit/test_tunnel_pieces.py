@@ -105,15 +105,15 @@ def test_an_upgrade_then_messages_both_ways_carry_the_bytes_and_a_close_ends_it(
 
 def test_a_plain_get_a_path_not_served_and_no_subprotocol_are_answered_and_closed() -> None:
     page = websocket.answer_request(b"GET / HTTP/1.1\r\nHost: hub\r\n\r\n", ["/"], "a scaler scheduler")
-    assert isinstance(page, websocket.Reply) and page.reply.startswith(b"HTTP/1.1 200 OK")
+    assert isinstance(page, websocket.PlainReply) and page.reply.startswith(b"HTTP/1.1 200 OK")
     assert b"a scaler scheduler" in page.reply and websocket.SUBPROTOCOL.encode() in page.reply
     missing = websocket.answer_request(b"GET /x HTTP/1.1\r\nHost: hub\r\n\r\n", ["/", "/storage"], "scaler")
-    assert isinstance(missing, websocket.Reply) and missing.reply.startswith(b"HTTP/1.1 404")
+    assert isinstance(missing, websocket.PlainReply) and missing.reply.startswith(b"HTTP/1.1 404")
     assert b"this port serves /, /storage" in missing.reply
     _, request = websocket.upgrade_request("hub", 443, "/")
     bare = request.replace(b"Sec-WebSocket-Protocol: zmtp.scaler\r\n", b"")
     refused = websocket.answer_request(bare, ["/"], "scaler")
-    assert isinstance(refused, websocket.Reply) and refused.reply.startswith(b"HTTP/1.1 400")
+    assert isinstance(refused, websocket.PlainReply) and refused.reply.startswith(b"HTTP/1.1 400")
     with pytest.raises(websocket.UpgradeRefused, match="refused the WebSocket upgrade with 400"):
         client, _ = websocket.upgrade_request("hub", 443, "/")
         websocket.accept_upgrade(client, refused.reply, "wss://hub:443/")

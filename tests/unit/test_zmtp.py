@@ -53,7 +53,7 @@ def test_a_peers_messages_in_any_slicing() -> None:
     for index in range(len(stream)):  # one byte at a time
         got, _ = dealer.receive(stream[index : index + 1])
         events += got
-    assert events == [zmtp.Received([b"a", b"b" * 1000]), zmtp.Received([b""])]
+    assert events == [zmtp.MessageReceived([b"a", b"b" * 1000]), zmtp.MessageReceived([b""])]
 
 
 def test_a_ping_is_answered_with_pong_and_its_context() -> None:
@@ -76,7 +76,7 @@ def test_a_ping_is_answered_with_pong_and_its_context() -> None:
 def test_a_peer_that_cannot_be_talked_to_is_refused_saying_why(data: bytes, says: str) -> None:
     dealer = zmtp.ZmtpDealer(b"id", "tcp://127.0.0.1:9")
     events, _ = dealer.receive(data)
-    assert len(events) >= 1 and isinstance(events[-1], zmtp.Refused) and says in events[-1].reason
+    assert len(events) >= 1 and isinstance(events[-1], zmtp.ConnectionEnded) and says in events[-1].reason
     assert "tcp://127.0.0.1:9" in events[-1].reason
     assert dealer.receive(zmtp.frame(b"more", 0)) == ([], b"")
     with pytest.raises(zmtp.ZmtpError):

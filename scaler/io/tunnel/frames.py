@@ -56,7 +56,7 @@ def _xor(payload: bytes | memoryview, key: bytes) -> bytes:
     return (int.from_bytes(payload, "little") ^ int.from_bytes(mask, "little")).to_bytes(length, "little")
 
 
-class FrameReader:
+class WebSocketFrameReader:
     """Frames read from a peer that masks (`peer_masks`: a server reading a connecting side) or does not."""
 
     def __init__(self, peer_masks: bool) -> None:

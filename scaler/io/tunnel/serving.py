@@ -96,7 +96,7 @@ class Listener:
         what = " and ".join(sorted(set(self.descriptions.values()))) or "scaler"
         answer = self._websocket.answer_request(head, list(self.routes), what)
         await asyncio.wait_for(stream.send_all(answer.reply), HANDSHAKE_TIMEOUT_SECONDS)
-        if isinstance(answer, self._websocket.Reply):
+        if isinstance(answer, self._websocket.PlainReply):
             return None
         endpoint = self.routes.get(answer.path)
         return (endpoint, answer.framing) if endpoint is not None else None

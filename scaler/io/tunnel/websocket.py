@@ -34,7 +34,7 @@ class WebSocketFraming:
 
     def __init__(self, masks: bool) -> None:
         self._masks = masks
-        self._reader = frames.FrameReader(peer_masks=not masks)
+        self._reader = frames.WebSocketFrameReader(peer_masks=not masks)
         self._close_sent = False
 
     @property
@@ -127,13 +127,13 @@ class Upgrade:
 
 
 @dataclass(frozen=True)
-class Reply:
+class PlainReply:
     """Answer with `reply` and close (a plain GET, a path not served, not a WebSocket request)."""
 
     reply: bytes
 
 
-def answer_request(head: bytes, paths: Collection[str], what: str) -> Upgrade | Reply:
+def answer_request(head: bytes, paths: Collection[str], what: str) -> Upgrade | PlainReply:
     """What a server answers to the request head `head` (up to and with its blank line) at a port serving `paths`;
     `what` says what the port is, for the page a plain GET gets."""
     request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
@@ -142,24 +142,26 @@ def answer_request(head: bytes, paths: Collection[str], what: str) -> Upgrade | 
     headers = _headers(head)
     path = target.split("?", 1)[0]
     if method not in ("GET", "HEAD"):
-        return Reply(_page(405, "Method Not Allowed", f"{what}: only GET and WebSocket upgrades here\n"))
+        return PlainReply(_page(405, "Method Not Allowed", f"{what}: only GET and WebSocket upgrades here\n"))
     if path not in paths:
         served = ", ".join(sorted(paths))
-        return Reply(
+        return PlainReply(
             _page(404, "Not Found", f"no scaler address at {path}; this port serves {served}\n", method == "GET")
         )
     if "websocket" not in headers.get("upgrade", "").lower():
-        return Reply(_page(200, "OK", _describe(what, paths), with_body=method == "GET"))
+        return PlainReply(_page(200, "OK", _describe(what, paths), with_body=method == "GET"))
     connection = WSConnection(ConnectionType.SERVER)
     try:
         connection.receive_data(head)
         request = next(connection.events(), None)
     except RemoteProtocolError as error:
-        return Reply(_page(400, "Bad Request", f"not a WebSocket upgrade: {error}\n"))
+        return PlainReply(_page(400, "Bad Request", f"not a WebSocket upgrade: {error}\n"))
     if not isinstance(request, Request):
-        return Reply(_page(400, "Bad Request", "not a WebSocket upgrade\n"))
+        return PlainReply(_page(400, "Bad Request", "not a WebSocket upgrade\n"))
     if SUBPROTOCOL not in request.subprotocols:
-        return Reply(_page(400, "Bad Request", f"offer the WebSocket subprotocol {SUBPROTOCOL} (docs/protocol.md)\n"))
+        return PlainReply(
+            _page(400, "Bad Request", f"offer the WebSocket subprotocol {SUBPROTOCOL} (docs/protocol.md)\n")
+        )
     reply = connection.send(AcceptConnection(subprotocol=SUBPROTOCOL))
     return Upgrade(path, reply, WebSocketFraming(masks=False))
 

@@ -22,7 +22,7 @@ from scaler.io.zmq_parts import Frames, joined
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
-from scaler.worker.processor.link_state import Heard, LinkState
+from scaler.worker.processor.link_state import Heard, ProcessorLinkState
 from scaler.worker.processor.outlet import processor_identity
 
 
@@ -39,7 +39,7 @@ class HostedLink:
     ) -> None:
         info = m.ProcessorInfo(processor_id, worker_id, max_staged_tasks=max_staged_tasks)
         hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), info)
-        self._state = LinkState(hello)
+        self._state = ProcessorLinkState(hello)
         self._on_work = on_work
         identity = processor_identity(worker_id, processor_id)
         self._socket = AsyncSocket(loop, sockets.dealer(scheduler_address, identity=identity), self._heard)

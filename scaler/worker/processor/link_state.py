@@ -37,7 +37,7 @@ class Heard(enum.Enum):
     ACCEPTED = "accepted"  #: a hello was accepted: send `again()` (rule 3)
 
 
-class LinkState:
+class ProcessorLinkState:
     def __init__(self, hello: m.Hello, max_kept: int = MAX_KEPT) -> None:
         self._hello = hello
         self._max_kept = max_kept

@@ -1,5 +1,6 @@
 """A processor's link to the scheduler: the one way its tasks come and everything about them leaves (docs/protocol.md
-section 3.7). What the link keeps (its hellos, the results not named read, the tasks held) is `link_state.LinkState`'s.
+section 3.7). What the link keeps (its hellos, the results not named read, the tasks held) is
+`link_state.ProcessorLinkState`'s.
 
 The link is a DEALER to the scheduler, opened when the agent first configures the processor, with the worker's
 transport security and an identity of its own (its worker's id, "/", its processor id). Every call comes under one
@@ -27,7 +28,7 @@ from scaler.io.zmq_parts import EVENTS, POLLIN, joined, receive_parts, send_part
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.staging import RESULT_HOLD_SECONDS
-from scaler.worker.processor.link_state import Heard, LinkState
+from scaler.worker.processor.link_state import Heard, ProcessorLinkState
 from scaler.worker.processor.wake_pipe import WakePipe
 
 #: How long a result may wait for the results of the tasks staged behind it, so that they leave together.
@@ -56,7 +57,7 @@ class ProcessorOutlet:
         writing: Callable[[], bool] = lambda: False,
     ) -> None:
         self._open_link = open_link
-        self._state = LinkState(hello)
+        self._state = ProcessorLinkState(hello)
         self._hold = hold
         self._writing = writing
         self._told_writing = False  #: the scheduler was told it writes, and not yet that it is done

@@ -30,7 +30,7 @@ from types import FrameType
 from typing import Any
 
 from scaler.worker_manager.unit.install import FailedInstall, download_wheels, install, write_stubs
-from scaler.worker_manager.unit.report import REPORT_URL_VARIABLE, REPORT_VARIABLE, Reporter, http
+from scaler.worker_manager.unit.report import REPORT_URL_VARIABLE, REPORT_VARIABLE, UnitReporter, http
 
 logger = logging.getLogger("scaler.unit")
 
@@ -56,7 +56,7 @@ def boot(manifest_url: str) -> int:
         return 1
     _delete_quietly(manifest.get("delete_url"))
     unit = f"unit {manifest.get('unit_id', '?')} of worker manager {manifest.get('manager_id', '?')}"
-    reporter = Reporter(manifest.get("report_url"), unit_id=manifest.get("unit_id", ""), python=_python())
+    reporter = UnitReporter(manifest.get("report_url"), unit_id=manifest.get("unit_id", ""), python=_python())
     reporter.send(state="installing", boot_seconds=round(started - float(manifest.get("launched_at", started)), 2))
     folder = Path(tempfile.mkdtemp(prefix="scaler-unit-"))
     try:
@@ -82,7 +82,7 @@ def _install(manifest: dict[str, Any], folder: Path, target: Path, unit: str) ->
     return failed
 
 
-def _run(manifest: dict[str, Any], target: Path, reporter: Reporter) -> int:
+def _run(manifest: dict[str, Any], target: Path, reporter: UnitReporter) -> int:
     environment = dict(os.environ)
     environment.update({str(name): str(value) for name, value in manifest.get("environment", {}).items()})
     environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(target), environment.get("PYTHONPATH", "")]))
@@ -111,7 +111,7 @@ def _run(manifest: dict[str, Any], target: Path, reporter: Reporter) -> int:
     return code
 
 
-def _watch_reach(address: str, reporter: Reporter, stopping: threading.Event) -> None:
+def _watch_reach(address: str, reporter: UnitReporter, stopping: threading.Event) -> None:
     """Say in the report whether the scheduler can be reached from here (a unit whose workers cannot connect is
     otherwise only a unit that never registers)."""
     host, _, port = address.removeprefix("tcp://").rpartition(":")

@@ -45,7 +45,7 @@ def http(method: str, url: str, body: bytes | None = None, timeout: float = HTTP
         return data
 
 
-class Reporter:
+class UnitReporter:
     """Writes the unit's report; every write carries everything known so far (the manager reads the last)."""
 
     def __init__(self, url: str | None, **fields: Any) -> None:
@@ -53,7 +53,7 @@ class Reporter:
         self.fields: dict[str, Any] = dict(fields)
 
     @classmethod
-    def from_environment(cls) -> Reporter:
+    def from_environment(cls) -> UnitReporter:
         """The report of the unit this program runs on, as its boot left it."""
         try:
             fields = json.loads(os.environ.get(REPORT_VARIABLE, "{}"))

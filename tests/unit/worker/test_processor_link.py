@@ -12,7 +12,8 @@ ROUTER standing for the scheduler, over inproc):
 
 Checked by hand with each mechanism off: `hold=False` as before the batching: the first test fails (three messages);
 every result held whatever its task's run time: the long-task test fails; the hold's age not counted: the age test
-fails; `LinkState.again` returning nothing: the restart test fails; `_told_writing` never set: the writing test fails.
+fails; `ProcessorLinkState.again` returning nothing: the restart test fails; `_told_writing` never set: the writing
+test fails.
 """
 
 from __future__ import annotations
