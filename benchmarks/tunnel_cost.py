@@ -5,7 +5,11 @@ alternate between them in small slices, so that each transport meets the same lo
 turn, W1 a batch of `--batch` tasks on each in turn. Medians, and each tunnel's ratio to the native transport.
 Certificates are made for the run (a CA and a certificate for 127.0.0.1, with `cryptography`, a test dependency).
 
-    python benchmarks/tunnel_cost.py [--round-trips 2000] [--batches 20] [--batch 500] [--schemes tcp,tls,wss]
+`--front`: the deployment the security guide describes instead (a laptop over the web, the cluster inside): each
+tunnelled stack is a native cluster (`tcp://`, CURVE) that also serves its tunnel address (`tunnel_address`), its
+workers on the native address, and only the client crosses the tunnel.
+
+    python benchmarks/tunnel_cost.py [--round-trips 2000] [--batches 20] [--batch 500] [--schemes tcp,tls,wss] [--front]
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=20, help="W1 batches on each transport")
     parser.add_argument("--batch", type=int, default=500, help="tasks in a W1 batch")
     parser.add_argument("--schemes", default="tcp,tls,wss", help="the first is the one the others are compared to")
+    parser.add_argument("--front", action="store_true", help="only the client on the tunnel (workers native)")
     arguments = parser.parse_args()
     schemes = arguments.schemes.split(",")
     with tempfile.TemporaryDirectory() as folder, contextlib.ExitStack() as stacks:
@@ -57,9 +62,13 @@ def main() -> None:
         clients: dict[str, Client] = {}
         for scheme in schemes:
             address = f"{scheme}://127.0.0.1:{free_tcp_port_block(3)}"
-            settings = certificate if scheme in ("tls", "wss") else {}
+            settings: dict[str, str] = certificate if scheme in ("tls", "wss") else {}
+            if arguments.front and settings:
+                settings = {**settings, "tunnel_address": address}
+                address = f"tcp://127.0.0.1:{free_tcp_port_block(3)}"
             cluster = stacks.enter_context(SchedulerClusterCombo(n_workers=2, address=address, **settings))  # type: ignore[arg-type]
-            clients[scheme] = stacks.enter_context(Client(cluster.get_address()))
+            reach = settings.get("tunnel_address", cluster.get_address())
+            clients[scheme] = stacks.enter_context(Client(reach, tls_ca=certificate["tls_ca"]))
         for client in clients.values():
             w1_batch(client, 1000)  # warm-up
         print(f"load average before: {os.getloadavg()[0]:.2f}")

@@ -177,6 +177,7 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings, TlsServerSettings):
         "and /monitor of a ws:// or wss:// address; at its port, +1 and +2 of a tls:// one), with --tls-cert and "
         "--tls-key; a client that connects there is told the object storage there",
         core=True,
+        combo=True,
     )
     status_report_interval_seconds: float = setting(
         1.0,
