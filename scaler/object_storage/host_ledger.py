@@ -9,6 +9,9 @@ S1. A cache that asks where to fetch an object is sent to the cache that asked f
 S2. A source that a cache could not fetch from is named to nobody again, until it asks for an object itself (it is
     alive and reachable from the storage server then).
 S3. A deleted object's holders are forgotten; beyond MAX_OBJECTS objects, those asked about least recently are.
+S4. A cache that stored an object here for its host's processors (a result it uploaded, cache rule C4) holds it too: it
+    is the object's latest holder, fetching from nobody, so that a task on another host reads the result from the host
+    that made it (S1) instead of from this server; the upload shows it alive (S2 no longer names it failed).
 """
 
 from __future__ import annotations
@@ -39,11 +42,24 @@ class HostLedger:
         source = usable[-1] if usable else ""
         self._holders[object_id] = [*(holder for holder in holders if holder != asker), asker]
         self._sources[(object_id, asker)] = source
+        self._bound()
+        return source
+
+    def uploaded(self, object_id: bytes, holder: str) -> None:
+        """S4: `holder` stored the object here, and holds it."""
+        object_id = bytes(object_id)
+        holders = self._holders.pop(object_id, [])
+        self._holders[object_id] = [*(each for each in holders if each != holder), holder]
+        self._sources[(object_id, holder)] = ""
+        self._failed.discard(holder)
+        self._bound()
+
+    def _bound(self) -> None:
+        """S3: beyond MAX_OBJECTS objects, those asked about least recently are forgotten."""
         while len(self._holders) > self._max_objects:
             forgotten, caches = self._holders.popitem(last=False)
             for cache in caches:
                 self._sources.pop((forgotten, cache), None)
-        return source
 
     def _leads_to(self, object_id: bytes, holder: str, asker: str) -> bool:
         """Whether `holder` is `asker` or fetches, through its sources, from `asker`."""

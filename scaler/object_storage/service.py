@@ -515,6 +515,8 @@ class StorageService:
         stored = self.store.put(put.object_id, put.owner_id, payload, put.name)
         if isinstance(stored, Refusal):
             return _full(request_id, stored)
+        if peer.role == "cache" and peer.cache_address and self.cache is None:  # host_ledger S4: a host's result
+            self.ledger.uploaded(put.object_id, peer.cache_address)
         if not self.store.settled(put.object_id, stored.generation):  # answered once its files are written
             self._waiting_puts.setdefault((put.object_id, stored.generation), []).append((peer_id, request_id))
             return None
@@ -578,6 +580,8 @@ class StorageService:
             self.store.refuse_adopt(adopt.file_name)
             self._write_ended(adopt.object_id, f"no room: {stored.reason}")
             return AdoptOutcome(StorageStatus.FULL, stored.reason)
+        if peer.role == "cache" and peer.cache_address and self.cache is None:  # host_ledger S4
+            self.ledger.uploaded(adopt.object_id, peer.cache_address)
         return stored.generation
 
     def _write_begin(self, peer_id: bytes, request_id: int, begin: WriteBegin, peer: _Greeted) -> StorageAnswer:

@@ -3,6 +3,9 @@ two others, clients on one more, every byte between them crossing 100 Mbit/s lin
 
 - a map and a large object read by every slot give the right answers, and the object's bytes are on the links: each
   worker host receives it, and the storage host's egress is recorded (today each processor fetches its own copy);
+- results move host to host (item 5): in an all-to-all exchange of partitions made by tasks on both worker hosts, the
+  worker hosts receive each other's partitions from each other's caches (the storage server's ledger names the cache
+  that uploaded a result as its holder), and the storage host's link sends almost none of them;
 - slow is not failed (item 7): a 100 MB get over a link on which it takes longer than the storage timeout succeeds,
   since the timeout bounds the server's silence, not the get's duration; a storage server frozen mid-transfer
   (SIGSTOP) fails the get after the silence bound;
@@ -10,8 +13,9 @@ two others, clients on one more, every byte between them crossing 100 Mbit/s lin
   host, from where, how far: the second host fetching from the first), and then both hosts' caches holding the object,
   sent once out of the storage server.
 
-Checked with the mechanism off: with the core's deadline counted from the request's sending alone (`_deadline`
-without `_heard_at`), the 100 MB get fails with "sent nothing for 3 s" after 3 s.
+Checked with the mechanisms off: with the core's deadline counted from the request's sending alone (`_deadline`
+without `_heard_at`), the 100 MB get fails with "sent nothing for 3 s" after 3 s; with `HostLedger.uploaded` doing
+nothing, the storage host sends the exchange's partitions (about 4 of them) and the exchange's test fails.
 
 Needs root and the rig's tools (tests/rig); skipped naming what is missing otherwise.
 """
@@ -58,6 +62,28 @@ with Client(address=sys.argv[1]) as client:
     reference = client.send_object(np.ones(size // 8), name="shared")
     sums = [future.result() for future in [client.submit(total, reference, 2.0) for _ in range(tasks)]]
 print(json.dumps({"squares_right": squares == [x * x for x in range(100)], "sums": sums}))
+"""
+
+#: Every one of `makers` partitions, made by a task of its own (holding its slot a second, so that the makers run on
+#: both hosts), read by each of `makers` reducers: a shuffle of one graph, the partitions the reducers' arguments.
+EXCHANGE = """
+import json, sys, time
+import numpy as np
+from scaler import Client
+
+def make(seed, size, seconds):
+    time.sleep(seconds)
+    return np.full(size // 8, float(seed))
+
+def reduce_parts(*parts):
+    return float(sum(part[0] for part in parts))
+
+size, makers = int(sys.argv[2]), int(sys.argv[3])
+with Client(address=sys.argv[1]) as client:
+    graph = {f"part-{i}": (make, i, size, 1.0) for i in range(makers)}
+    graph.update({f"reduce-{j}": (reduce_parts, *[f"part-{i}" for i in range(makers)]) for j in range(makers)})
+    reduced = client.get(graph, [f"reduce-{j}" for j in range(makers)])
+print(json.dumps({"reduced": [reduced[f"reduce-{j}"] for j in range(makers)]}))
 """
 
 PUT = """
@@ -146,6 +172,26 @@ def test_a_map_and_an_object_read_by_every_slot_across_hosts(
         f"a {size // MB} MB object read by {slots} slots on {len(WORKERS)} hosts: the storage host sent {egress:.1f}x "
         f"it; each worker host received {', '.join(f'{n} {c / size:.1f}x' for n, c in received.items())}"
     )
+
+
+@pytest.mark.timeout(300)
+def test_results_move_host_to_host_not_through_the_storage_host(
+    stack: RigStack, record_property: pytest.RecordProperty
+) -> None:
+    rig, size, makers = stack.rig, 10 * MB, sum(WORKERS.values())
+    before = rig.link_bytes()
+    answer = stack.run_script("client", EXCHANGE, str(size), str(makers))
+    after = rig.link_bytes()
+    assert answer["reduced"] == [float(sum(range(makers)))] * makers, answer
+    crossed = sum(after[name].received - before[name].received for name in WORKERS)
+    egress = after["storage"].sent - before["storage"].sent
+    record_property("storage_egress_partitions", round(egress / size, 2))
+    print(
+        f"{makers} partitions of {size // MB} MB, each read by {makers} tasks on {len(WORKERS)} hosts: the worker "
+        f"hosts received {crossed / size:.1f} partitions, the storage host sent {egress / size:.2f}"
+    )
+    assert crossed >= 2 * size, f"the partitions did not cross between the hosts ({crossed} bytes): placement?"
+    assert egress < size / 2, f"the storage host sent {egress / size:.1f} partitions: results went through it"
 
 
 def stored(stack: RigStack, object_hex: str, size: int) -> None:

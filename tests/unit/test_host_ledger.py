@@ -2,9 +2,10 @@
 `source` answer around it: the hosts of a broadcast fetch in a chain, each from the one before it, never from
 themselves; a source that failed is named to nobody again until it asks itself; a deleted object's holders are
 forgotten; only a host cache asks, and only an object held and settled is fetched elsewhere, with its pieces'
-digests.
+digests; a result a host's cache stored here is fetched from that host.
 
-Checked with the mechanism off (`HostLedger.source` answering "" always): the chain tests fail."""
+Checked with the mechanism off (`HostLedger.source` answering "" always): the chain tests fail; with
+`HostLedger.uploaded` doing nothing, the result tests fail."""
 
 from __future__ import annotations
 
@@ -70,6 +71,17 @@ def test_a_deleted_objects_holders_are_forgotten_and_the_oldest_objects_beyond_t
     assert ledger.holders(OBJECT) == []
 
 
+def test_a_result_is_fetched_from_the_host_that_uploaded_it() -> None:
+    ledger = HostLedger(max_objects=2)
+    ledger.source(ObjectID(b"o" * 32), A, failed=B)
+    ledger.uploaded(OBJECT, B)
+    assert ledger.source(OBJECT, A) == B, "B made it and is alive again (it uploaded)"
+    assert ledger.source(OBJECT, C) == A, "then in a chain, as a broadcast"
+    ledger.uploaded(ObjectID(b"1" * 32), A)
+    ledger.uploaded(ObjectID(b"2" * 32), A)
+    assert ledger.holders(OBJECT) == [], "bounded as the fetched ones"
+
+
 def _call(
     service: StorageService, peer: bytes, operation: StorageOperation, frames: list[bytes] | None = None
 ) -> StorageAnswer:
@@ -93,6 +105,20 @@ def test_the_service_names_a_source_with_the_digests_to_take_only_for_a_settled_
     assert refused.reply.status is StorageStatus.BAD_REQUEST, "only a host cache asks"
     missing = _call(service, b"cache-b", SourceRequest(ObjectID(b"m" * 32)))
     assert missing.reply.value == ObjectSource(), "an object not stored: asked of the storage server, which says so"
+
+
+def test_the_service_sends_a_host_to_the_cache_that_stored_a_result() -> None:
+    service = StorageService(ObjectStore(1 << 30))
+    for peer, address in ((b"cache-a", A), (b"cache-b", B), (b"cache-c", "")):
+        _call(service, peer, StorageHello(PROTOCOL_VERSION, "3.11.0", "cache", cache_address=address))
+    assert _call(service, b"cache-a", Put(OBJECT, b"", 6, "result"), [b"result"]).reply.status is StorageStatus.OK
+    answer = _call(service, b"cache-b", SourceRequest(OBJECT))
+    assert answer.reply.value == ObjectSource(A) and answer.digests, "from the host that made it"
+    unreachable = ObjectID(b"u" * 32)
+    _call(service, b"cache-c", Put(unreachable, b"", 6, "result"), [b"result"])
+    assert _call(service, b"cache-b", SourceRequest(unreachable)).reply.value == ObjectSource(), (
+        "a cache no other host reaches holds nothing for them"
+    )
 
 
 def test_a_piece_that_does_not_match_its_digest_is_refused() -> None:

@@ -230,7 +230,9 @@ class StoryBook:
     def note(
         self, task_id: TaskID, wall_time: float, what: str | TaskState, where: Words = "", cause: Words = ""
     ) -> None:
-        story = self._live_story(task_id)  # the common case: a live task's story
+        story = self._live.get(task_id)  # the common case, a live task's story grown into a list, without a call
+        if type(story) is not list:
+            story = self._live_story(task_id)
         if story is None:
             if self._reopened(task_id):
                 self.note(task_id, wall_time, what, where, cause)
@@ -266,7 +268,9 @@ class StoryBook:
             return
         if self._frozen is not None:
             self._thaw()
-        story = self._live_story(task_id)
+        story = self._live.get(task_id)  # as in `note`
+        if type(story) is not list:
+            story = self._live_story(task_id)
         if story is None:
             story = _new_story(task_id)
         else:
@@ -306,7 +310,9 @@ class StoryBook:
         ran = result.ran
         if ran is None:
             return
-        story = self._live_story(task_id)
+        story = self._live.get(task_id)  # as in `note`
+        if type(story) is not list:
+            story = self._live_story(task_id)
         if story is None:
             if self._reopened(task_id):
                 self.ran(task_id, worker, attempt, result)
@@ -320,7 +326,8 @@ class StoryBook:
             if not fit:
                 return
         stamps = (ran.started_at, ran.finished_at, ran.processor_pid, ran.received_at)
-        story += (stamps, _PLAIN[result.status], worker, attempt << 2 | fit)  # its entries are made when asked for
+        # its entries are made when asked for; the status's plain value (`_value_`: no hash of the member, no property)
+        story += (stamps, result.status._value_, worker, attempt << 2 | fit)
         story[_SIZE] = size + fit
 
     def expire(self, now: float) -> None:
@@ -421,7 +428,7 @@ def cause_of(event: TaskEvent, client_gone: bool, worker: bytes, details: dict[s
         if said:
             return f"result {result.status.value} from worker {short(worker)}{said}"
         # the status as text: a tuple of strings and bytes, kept with each finished story, is no work for the collector
-        return ("result {} from worker {}", result.status.value, worker)
+        return ("result {} from worker {}", result.status._value_, worker)  # `_value_`: `value` is a Python property
     if event is TaskEvent.CANCEL:
         return "its client left" if client_gone else "its client cancelled it"
     return _EVENT_CAUSES.get(event, str(event.value))

@@ -158,7 +158,7 @@ class TaskLifecycle:
             logger.debug("task %s: %s ignored in state %s", record.task_id.hex(), event.value, record.state.value)
             return
         if self._tasks.stories.enabled and event is not TaskEvent.DISPATCH:  # _assign words its own cause
-            self._cause = cause_of(event, record.client_gone, record.worker or b"", details)
+            self._cause = cause_of(event, record.extras.client_gone, record.worker or b"", details)
         self._outcomes[action](record, details)
 
     def result_from(self, worker: PeerID, result: TaskResult) -> None:
@@ -169,7 +169,9 @@ class TaskLifecycle:
         if result.status is ResultStatus.HOST_LOST:  # a proxy's remote machine was lost: as if its worker died
             self.apply(result.task_id, TaskEvent.WORKER_LOST, reason=result.error_message or "its host was lost")
             return
-        self._apply(record, _RESULT_EVENTS.get(result.status, TaskEvent.RESULT), {"result": result})
+        status = result.status  # an enum member hashes through a Python call: the common status is not looked up
+        event = TaskEvent.RESULT if status is ResultStatus.SUCCESS else _RESULT_EVENTS.get(status, TaskEvent.RESULT)
+        self._apply(record, event, {"result": result})
 
     def cancel_confirmed_by(self, worker: PeerID, confirm: TaskCancelConfirm) -> None:
         record = self._tasks.get(confirm.task_id)
@@ -393,7 +395,7 @@ class TaskLifecycle:
             self.now,
             "actor" if traits.actor else "stream" if traits.stream_credit else "",
         )
-        if link.holds_actor:
+        if link.actor_start is not None:  # `holds_actor`'s test, not the property: on the path of every task
             worker.restage()  # nothing is staged behind an actor's start
         self._free.offer(worker)
         graph = self._graphs.get(traits.graph_id) if traits.graph_id else None
@@ -543,10 +545,12 @@ class TaskLifecycle:
         the worker whose result `answer` is and how long the task held it (the monitor feed shows them)."""
         if isinstance(answer, TaskResult):
             peak = answer.profile.peak_memory_bytes if ran_on else 0
-            self._tasks.remove(record, answer.status.value, self.now, ran_on, run_seconds, peak, self._cause)
+            # `_value_`, the member's plain slot: `value` is a Python-level property, read once per task here
+            self._tasks.remove(record, answer.status._value_, self.now, ran_on, run_seconds, peak, self._cause)
         else:
             self._tasks.remove(record, "canceled", self.now, cause=self._cause)
-        graph = self._graphs.get(record.graph_id) if record.graph_id else None
+        graph_id = record.traits.graph_id  # its traits' and extras' slots, not the record's properties: once per task
+        graph = self._graphs.get(graph_id) if graph_id else None
         if graph is None and self._jobs.holds(record.task_id):
             admitted, followers = self._jobs.answered(record.task_id, answer, self.now)
             if admitted.deleted is not None:  # over its owner's storage quota: refused, its object freed
@@ -555,7 +559,7 @@ class TaskLifecycle:
                 self._state.answer(follower, admitted.answer)
             return
         if graph is None:
-            if not record.client_gone:
+            if not record.extras.client_gone:
                 self._state.answer(PeerID(record.client_id), answer)
             return
         self._end_graph_node(graph, record, answer, propagate)

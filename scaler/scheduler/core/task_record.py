@@ -171,7 +171,7 @@ def task_of(record: TaskRecord, dependencies: tuple[TaskID, ...] = (), inputs: t
         traits.function_name,
         traits.priority,
         traits.capabilities,
-        record.graph_id,
+        traits.graph_id,
         dependencies,
         inputs,
         traits.stream_credit,

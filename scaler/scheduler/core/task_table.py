@@ -139,7 +139,7 @@ class TaskTable:
         record = self.records.get(task_id)
         if record is None:
             return None
-        _, wall_time, state, cause = record.opening
+        _, wall_time, state, cause = record.traits.opening
         return self.queue.key(record), wall_time, state, cause
 
     def set_state(self, record: TaskRecord, state: TaskState, now: float, cause: Words = "") -> None:
