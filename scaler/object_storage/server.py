@@ -535,7 +535,7 @@ def _make_shell(
     directory: str | None,
     segments: tuple[str, int, SegmentDirectory, list[FoundPut]] | None,
     roles: PeerRoles | None,
-    upstream: Upstream | None,
+    upstream: UpstreamSettings | None,
     endpoint: str,
 ) -> _ServerShell:
     """The shell over a service of the store, with its disk worker (a spill or segment directory) and, for a host
@@ -567,7 +567,7 @@ async def serve(
     stop: asyncio.Event | None = None,
     sockets: Sockets | None = None,
     write_stall_seconds: float = WRITE_STALL_SECONDS,
-    upstream: Upstream | None = None,
+    upstream: UpstreamSettings | None = None,
 ) -> None:
     """Serve until `stop` is set (forever without one). `ready(endpoint)` is called once bound. A followed write
     that makes no progress for `write_stall_seconds` to twice that is ended (its readers told). `upstream`: serve as
@@ -628,7 +628,7 @@ async def serve(
 
 
 @dataclasses.dataclass(frozen=True)
-class Upstream:
+class UpstreamSettings:
     """The storage server a host cache stands in for (host_cache/)."""
 
     address: str

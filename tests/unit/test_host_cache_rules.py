@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from scaler.object_storage.disk_worker import DiskWorker
-from scaler.object_storage.host_cache.cache_rules import FETCHER, Check, Fetch, Upload
+from scaler.object_storage.host_cache.cache_rules import FETCHER, Check, Fetch, UploadWork
 from scaler.object_storage.segment_files import SegmentWriter
 from scaler.object_storage.service import Reply, StorageService
 from scaler.object_storage.store import IMMEDIATE_WORK, AdoptSegment, ObjectStore
@@ -178,13 +178,13 @@ def test_a_put_is_answered_once_the_upstream_holds_it(shell: Shell) -> None:
     asked = shell.call(READER, Put(OBJECT, b"Client|a", 5, "result"), [b"value"])
     assert shell.take(READER) == [], "not before the upstream answered"
     (upload,) = shell.upstream_work()
-    assert isinstance(upload, Upload) and upload.object_id == OBJECT
+    assert isinstance(upload, UploadWork) and upload.object_id == OBJECT
     shell.send(shell.service.uploaded(OBJECT, upload.generation, StorageStatus.OK, ""))
     assert [status for status, *_ in shell.take(READER)] == [StorageStatus.OK]
     refused = ObjectID(b"f" * 32)
     shell.call(OTHER, Put(refused, b"Client|a", 5, "result"), [b"value"])
     (upload,) = shell.upstream_work()
-    assert isinstance(upload, Upload)
+    assert isinstance(upload, UploadWork)
     shell.send(shell.service.uploaded(refused, upload.generation, StorageStatus.FULL, "the budget is reached"))
     ((status, _, reason, _, _),) = shell.take(OTHER)
     assert (status, reason) == (StorageStatus.FULL, "the budget is reached"), "the upstream's refusal passed on"

@@ -22,7 +22,7 @@ from scaler.io.event_loop import run
 from scaler.io.sockets import SocketFactory
 from scaler.object_storage.host_cache import place
 from scaler.object_storage.host_cache.keys import CacheSecurity
-from scaler.object_storage.server import ObjectStorageBindError, Upstream, serve
+from scaler.object_storage.server import ObjectStorageBindError, UpstreamSettings, serve
 from scaler.object_storage.spill_files import SpillDirectoryError
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
 from scaler.security.curve import security_from_environment
@@ -73,7 +73,7 @@ async def _serve(settings: dict[str, Any], home: str) -> None:
     timeout = float(settings.get("storage_timeout_seconds", 60.0))
     # a cache bound on loopback for an upstream elsewhere (reached through a tunnel) is no source for other hosts
     peers = host != "127.0.0.1" or place.outward_host(upstream_address) == upstream_host(upstream_address)
-    upstream = Upstream(upstream_address, security=workers, timeout_seconds=timeout, peers=peers)
+    upstream = UpstreamSettings(upstream_address, security=workers, timeout_seconds=timeout, peers=peers)
     shutil.rmtree(spill, ignore_errors=True)  # copies a killed predecessor left: the upstream holds the objects
     watcher = asyncio.ensure_future(_leave_when_unused(home, stop))
     try:

@@ -10,7 +10,7 @@ C2. A fetch whose upstream answer named the object's frames begins as a write re
     (followed_writes.py, its writer the upstream fetcher): the reads that waited follow it from then on, so that a
     getInParts gets each piece once it has come; the copy is adopted (or, under SEGMENT_FROM_BYTES, put) when whole.
 C3. A fetch that fails answers the reads still waiting `notFound`, naming the upstream's reason.
-C4. A put or adopt from a peer (a processor's result) is stored here, then uploaded (`Upload`): its answer waits for
+C4. A put or adopt from a peer (a processor's result) is stored here, then uploaded (`UploadWork`): its answer waits for
     the upstream's, which it passes on (`full` and refusals included), so that an object a processor was told is
     stored is held upstream too. An object the fetcher stored is never uploaded.
 C5. `exists` of an object asks the upstream (`Check`): the answer is the upstream's, and a copy of an object the
@@ -43,7 +43,7 @@ class Fetch:
 
 
 @dataclass(frozen=True, slots=True)
-class Upload:
+class UploadWork:
     """Store the object upstream as it is stored here (rule C4): the shell takes its frames from the store."""
 
     object_id: bytes
@@ -57,7 +57,7 @@ class Check:
     object_id: bytes
 
 
-UpstreamWork = Fetch | Upload | Check
+UpstreamWork = Fetch | UploadWork | Check
 
 
 class CacheRole(Generic[R, W]):
@@ -102,7 +102,7 @@ class CacheRole(Generic[R, W]):
         """C4: a peer's put or adopt settled here; its answer waits for the upload."""
         key = (object_id, generation)
         if key not in self._uploading:
-            self._work.append(Upload(object_id, generation))
+            self._work.append(UploadWork(object_id, generation))
         self._uploading.setdefault(key, []).extend(waiting)
 
     def uploaded(self, object_id: bytes, generation: int) -> list[W]:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from scaler.io.sockets import TransportSecurity
-from scaler.object_storage.host_cache.cache_rules import FETCHER, Check, Fetch, Upload
+from scaler.object_storage.host_cache.cache_rules import FETCHER, Check, Fetch, UploadWork
 from scaler.object_storage.host_cache.ledger import Ledger
 from scaler.object_storage.host_cache.reporter import Reporter
 from scaler.object_storage.host_cache.upstream import UploadJob, Upstream
@@ -99,7 +99,7 @@ class CacheGlue:
         for work in cache.take_work():
             if isinstance(work, (Fetch, Check)):
                 self.upstream.submit(work)
-            elif isinstance(work, Upload):
+            elif isinstance(work, UploadWork):
                 job = self._upload_job(work)
                 if isinstance(job, str):
                     self.uploaded(work.object_id, work.generation, StorageStatus.BAD_REQUEST, job)
@@ -167,7 +167,7 @@ class CacheGlue:
         self._shell.answer_all(self._shell.run_disk_work([]))
         return None if answer is None else answer.reply.status
 
-    def _upload_job(self, work: Upload) -> UploadJob | str:
+    def _upload_job(self, work: UploadWork) -> UploadJob | str:
         """The frames an upload puts, as stored here now; or why there are none."""
         stored = self._shell.service.store.get(work.object_id)
         if stored is None or stored.generation != work.generation:

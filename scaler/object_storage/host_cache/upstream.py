@@ -1,5 +1,5 @@
-"""A host cache's work against its upstream storage server (cache_rules.py's `Fetch`, `Upload`, `Check`), carried out
-on threads, each with a connection of its own, and reported back to the server's event loop.
+"""A host cache's work against its upstream storage server (cache_rules.py's `Fetch`, `UploadWork`, `Check`), carried
+out on threads, each with a connection of its own, and reported back to the server's event loop.
 
 A fetch first asks the upstream where to fetch the object from (`source`, host_ledger.py): another host's cache, with
 the digests of the object's pieces, or the upstream itself. From another host's cache each piece is checked against

@@ -91,7 +91,7 @@ class TakeBack:
 
 
 @dataclass(frozen=True, slots=True)
-class KillProcessor:
+class KillLinkProcessor:
     """Ask the link's worker to kill its processor."""
 
     link: ProcessorLink
@@ -263,7 +263,8 @@ class ScalingDecided:
 
 FollowUp = (
     ClientHello | ClientBack | ClientLeft | ClusterShutdown
-    | TaskStep | TaskEnded | RoomAt | TakeBack | KillProcessor | StopOnLink | HeldAgain | CancelConfirmed | GivenBack
+    | TaskStep | TaskEnded | RoomAt | TakeBack | KillLinkProcessor | StopOnLink | HeldAgain | CancelConfirmed
+    | GivenBack
     | Drain | NoticeOver | Cancel | GraphSubmitted
     | WorkerJoined | WorkerLeft | Reclaimed | HeartbeatAnswered | Surplus | SlotGone | HeldFromBefore | HeldForgotten
     | ActorReadyAt | ProcessorGone

@@ -50,7 +50,7 @@ from scaler.scheduler.core.follow_ups import (
     HeldAgain,
     HeldForgotten,
     HeldFromBefore,
-    KillProcessor,
+    KillLinkProcessor,
     ProcessorGone,
     RoomAt,
     StopOnLink,
@@ -342,7 +342,7 @@ class LinkSessions:
             for task_id in link.overdue(now, worker.task_timeout_seconds):
                 self._time_out(worker, link, task_id)
         if link.stuck(now):
-            state.emit(KillProcessor(link, f"a task stopped in it did not end within {STOP_GRACE_SECONDS:g} s"))
+            state.emit(KillLinkProcessor(link, f"a task stopped in it did not end within {STOP_GRACE_SECONDS:g} s"))
 
     def _time_out(self, worker: WorkerRecord, link: ProcessorLink, task_id: TaskID) -> None:
         timeout = worker.task_timeout_seconds
