@@ -26,6 +26,7 @@ import json
 import signal
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -155,18 +156,25 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RigStack]:
             started.stop()
 
 
+def client_run_counted(stack: RigStack, script: str, size: int, count: int) -> tuple[Any, dict[str, int], int]:
+    """Run `script SIZE COUNT` on the client host: its answer, the bytes each worker host received meanwhile, and the
+    bytes the storage host sent."""
+    before = stack.rig.link_bytes()
+    answer = stack.run_script("client", script, str(size), str(count))
+    after = stack.rig.link_bytes()
+    received = {name: after[name].received - before[name].received for name in WORKERS}
+    return answer, received, after["storage"].sent - before["storage"].sent
+
+
 @pytest.mark.timeout(300)
 def test_a_map_and_an_object_read_by_every_slot_across_hosts(
     stack: RigStack, record_property: pytest.RecordProperty
 ) -> None:
-    rig, size, slots = stack.rig, 20 * MB, sum(WORKERS.values())
-    before = rig.link_bytes()
-    answer = stack.run_script("client", BROADCAST, str(size), str(slots))
-    after = rig.link_bytes()
+    size, slots = 20 * MB, sum(WORKERS.values())
+    answer, received, sent = client_run_counted(stack, BROADCAST, size, slots)
     assert answer["squares_right"] and answer["sums"] == [size // 8] * slots, answer
-    received = {name: after[name].received - before[name].received for name in WORKERS}
     assert all(count >= size for count in received.values()), received  # the object crossed to every worker host
-    egress = (after["storage"].sent - before["storage"].sent) / size
+    egress = sent / size
     record_property("storage_egress_copies", round(egress, 2))
     print(
         f"a {size // MB} MB object read by {slots} slots on {len(WORKERS)} hosts: the storage host sent {egress:.1f}x "
@@ -178,13 +186,10 @@ def test_a_map_and_an_object_read_by_every_slot_across_hosts(
 def test_results_move_host_to_host_not_through_the_storage_host(
     stack: RigStack, record_property: pytest.RecordProperty
 ) -> None:
-    rig, size, makers = stack.rig, 10 * MB, sum(WORKERS.values())
-    before = rig.link_bytes()
-    answer = stack.run_script("client", EXCHANGE, str(size), str(makers))
-    after = rig.link_bytes()
+    size, makers = 10 * MB, sum(WORKERS.values())
+    answer, received, egress = client_run_counted(stack, EXCHANGE, size, makers)
     assert answer["reduced"] == [float(sum(range(makers)))] * makers, answer
-    crossed = sum(after[name].received - before[name].received for name in WORKERS)
-    egress = after["storage"].sent - before["storage"].sent
+    crossed = sum(received.values())
     record_property("storage_egress_partitions", round(egress / size, 2))
     print(
         f"{makers} partitions of {size // MB} MB, each read by {makers} tasks on {len(WORKERS)} hosts: the worker "
