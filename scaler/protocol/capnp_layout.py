@@ -293,7 +293,7 @@ M_STRUCTS: dict[str, Struct] = {
     ),
     "Task": (
         1,
-        10,
+        11,
         -1,
         (
             ("taskId", -1, "data", 0, ""),
@@ -308,6 +308,7 @@ M_STRUCTS: dict[str, Struct] = {
             ("streamCredit", -1, "uint32", 1, ""),
             ("actorId", -1, "data", 8, ""),
             ("actor", -1, "struct", 9, "ActorSpec"),
+            ("largeInputs", -1, "list", 10, "data"),
         ),
     ),
     "ActorSpec": (

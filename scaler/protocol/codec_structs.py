@@ -156,6 +156,7 @@ _M_TASK__INPUTS = field_of("m", "Task.inputs")
 _M_TASK__STREAM_CREDIT = field_of("m", "Task.streamCredit")
 _M_TASK__ACTOR_ID = field_of("m", "Task.actorId")
 _M_TASK__ACTOR = field_of("m", "Task.actor")
+_M_TASK__LARGE_INPUTS = field_of("m", "Task.largeInputs")
 _NEW_M_TASK = constructor(m.Task)
 _M_ACTOR_SPEC__MAX_RESTARTS = field_of("m", "ActorSpec.maxRestarts")
 _M_ACTOR_SPEC__MAX_CONCURRENCY = field_of("m", "ActorSpec.maxConcurrency")
@@ -968,6 +969,8 @@ def write_task(b: Any, v: m.Task) -> None:
         b.actorId = v.actor_id
     if v.actor is not None:
         write_actor_spec(b.init("actor"), v.actor)
+    if v.large_inputs:
+        b.largeInputs = v.large_inputs
 
 
 def read_task(r: Any) -> m.Task:
@@ -984,6 +987,7 @@ def read_task(r: Any) -> m.Task:
         r._get_by_field(_M_TASK__STREAM_CREDIT),
         r._get_by_field(_M_TASK__ACTOR_ID),
         read_actor_spec(r._get_by_field(_M_TASK__ACTOR)) if r._has_by_field(_M_TASK__ACTOR) else None,
+        tuple(r._get_by_field(_M_TASK__LARGE_INPUTS)) if r._has_by_field(_M_TASK__LARGE_INPUTS) else (),
     )
 
 

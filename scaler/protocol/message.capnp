@@ -237,6 +237,8 @@ struct Task {
                             # how many values it may yield before its client grants more (StreamCredit); 0: not a stream
   actorId @10 :Data;        # an actor's call: the actor it is for (the id of the actor's start task); empty otherwise
   actor @11 :ActorSpec;     # an actor's start (its function is the class): the actor's id is this task's; absent otherwise
+  largeInputs @12 :List(Data);  # client -> scheduler: the ids of the task's arguments stored as objects (at most
+                                # 4, in argument order), so that it is placed on a host that holds them; empty: none
 }
 
 struct ActorSpec {

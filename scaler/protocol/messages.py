@@ -511,6 +511,9 @@ class Task:
     actor_id: TaskID = TaskID(b"")  # noqa: RUF009 - an immutable value
     #: an actor's start (its function is the class): the actor's id is this task's; absent otherwise
     actor: ActorSpec | None = None
+    #: client -> scheduler: the ids of the task's arguments stored as objects (at most 4, in argument order), so
+    #: that it is placed on a host that holds them; empty: none
+    large_inputs: tuple[ObjectID, ...] = ()
     #: the frame this value was decoded from; the codec reuses it when the value is forwarded unchanged. Not part
     #: of the value: not compared, and dropped by dataclasses.replace
     wire: bytes | None = field(default=None, init=False, repr=False, compare=False)
