@@ -761,7 +761,7 @@ M_STRUCTS: dict[str, Struct] = {
         ),
     ),
     "SchedulerStats": (
-        12,
+        14,
         1,
         -1,
         (
@@ -780,6 +780,8 @@ M_STRUCTS: dict[str, Struct] = {
             ("messagesSent", -1, "uint64", 10, ""),
             ("graphs", -1, "uint32", 5, ""),
             ("notFound", -1, "uint64", 11, ""),
+            ("nearData", -1, "uint64", 12, ""),
+            ("awayFromData", -1, "uint64", 13, ""),
         ),
     ),
     "WorkerSummary": (

@@ -351,6 +351,8 @@ _M_SCHEDULER_STATS__MESSAGES_RECEIVED = field_of("m", "SchedulerStats.messagesRe
 _M_SCHEDULER_STATS__MESSAGES_SENT = field_of("m", "SchedulerStats.messagesSent")
 _M_SCHEDULER_STATS__GRAPHS = field_of("m", "SchedulerStats.graphs")
 _M_SCHEDULER_STATS__NOT_FOUND = field_of("m", "SchedulerStats.notFound")
+_M_SCHEDULER_STATS__NEAR_DATA = field_of("m", "SchedulerStats.nearData")
+_M_SCHEDULER_STATS__AWAY_FROM_DATA = field_of("m", "SchedulerStats.awayFromData")
 _NEW_M_SCHEDULER_STATS = constructor(m.SchedulerStats)
 _M_WORKER_SUMMARY__WORKER_ID = field_of("m", "WorkerSummary.workerId")
 _M_WORKER_SUMMARY__MANAGER_ID = field_of("m", "WorkerSummary.managerId")
@@ -1626,6 +1628,8 @@ def write_scheduler_stats(b: Any, v: m.SchedulerStats) -> None:
     b.messagesSent = v.messages_sent
     b.graphs = v.graphs
     b.notFound = v.not_found
+    b.nearData = v.near_data
+    b.awayFromData = v.away_from_data
 
 
 def read_scheduler_stats(r: Any) -> m.SchedulerStats:
@@ -1645,6 +1649,8 @@ def read_scheduler_stats(r: Any) -> m.SchedulerStats:
         r._get_by_field(_M_SCHEDULER_STATS__MESSAGES_SENT),
         r._get_by_field(_M_SCHEDULER_STATS__GRAPHS),
         r._get_by_field(_M_SCHEDULER_STATS__NOT_FOUND),
+        r._get_by_field(_M_SCHEDULER_STATS__NEAR_DATA),
+        r._get_by_field(_M_SCHEDULER_STATS__AWAY_FROM_DATA),
     )
 
 

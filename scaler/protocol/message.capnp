@@ -603,6 +603,8 @@ struct SchedulerStats {
   messagesSent @12 :UInt64;
   graphs @13 :UInt32;
   notFound @14 :UInt64;  # cancels of tasks the scheduler did not know (already ended, or never seen)
+  nearData @15 :UInt64;  # tasks naming large inputs placed on a host that holds one of them (placement follows data)
+  awayFromData @16 :UInt64;  # such tasks placed elsewhere at once, every holding host being busy
 }
 
 struct WorkerSummary {

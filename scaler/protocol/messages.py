@@ -962,6 +962,10 @@ class SchedulerStats:
     graphs: int = 0
     #: cancels of tasks the scheduler did not know (already ended, or never seen)
     not_found: int = 0
+    #: tasks naming large inputs placed on a host that holds one of them (placement follows data)
+    near_data: int = 0
+    #: such tasks placed elsewhere at once, every holding host being busy
+    away_from_data: int = 0
 
 
 @dataclass(frozen=True, slots=True)
