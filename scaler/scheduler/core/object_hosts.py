@@ -10,8 +10,8 @@ Rules:
 - Bounded: at most MAX_OBJECTS objects, the least recently placed forgotten first, each held by at most MAX_HOSTS
   hosts (the most recent); a host's entries go when its last worker leaves.
 - The choice (`nearer`): the task's inputs are looked at in its client's order; the first one some host holds decides.
-  If the worker dispatch offered is on a holding host, it keeps the task; else a worker of a holding host with a free
-  slot (the most recent holder first, at most MAX_SCANNED workers looked at) takes it. If none has a free slot, the
+  If the worker dispatch offered is on a holding host, it keeps the task; else a worker of a holding host with an idle
+  slot (the most recent holder first, at most MAX_SCANNED workers looked at) takes it. If none has an idle slot, the
   offered worker keeps it at once: a task never waits for a busy host (Dask's rule with a bound of 0, since a fetch
   across a host link costs less than the run time of a task queued behind the busy host's own).
 - One owner: the lifecycle (task_lifecycle.py) calls `placed` when it dispatches a task with inputs and `nearer` in its
@@ -94,7 +94,7 @@ class ObjectHosts:
     def nearer(
         self, inputs: tuple[ObjectID, ...], offered: WorkerRecord, requirement: Capabilities
     ) -> tuple[WorkerRecord, ProcessorLink] | None:
-        """A worker that can run a task of `requirement` naming `inputs`, with a free slot and a link with room, on a
+        """A worker that can run a task of `requirement` naming `inputs`, with an idle slot and a link with room, on a
         host that holds them, when `offered` (the worker dispatch found) is not on one; None: `offered` keeps it."""
         for object_id in inputs:
             hosts = self._holders.get(object_id)
@@ -115,11 +115,11 @@ class ObjectHosts:
 def _free_worker_on(
     hosts: list[str], workers: dict[str, dict[PeerID, WorkerRecord]], requirement: Capabilities
 ) -> tuple[WorkerRecord, ProcessorLink] | None:
-    """A worker of `hosts` (the most recent first) with a free slot and a link with room, of the first MAX_SCANNED."""
+    """A worker of `hosts` (the most recent first) with an idle slot and a link with room, of the first MAX_SCANNED."""
     scanned = 0
     for host in reversed(hosts):
         for worker in workers.get(host, {}).values():
-            if worker.free_slots > 0 and worker.can_run(requirement):
+            if _idle_slot(worker) and worker.can_run(requirement):
                 link = worker.link_for()
                 if link is not None:
                     return worker, link
@@ -127,3 +127,9 @@ def _free_worker_on(
             if scanned >= MAX_SCANNED:
                 return None
     return None
+
+
+def _idle_slot(worker: WorkerRecord) -> bool:
+    """Whether a task sent to `worker` starts at once: a slot computes nothing, not only room to stage it behind one
+    (a worker's free slots count its prefetch too; a task staged behind a busy host's own waits for it)."""
+    return worker.free_slots > 0 and len(worker.assigned) - worker.beside < worker.slots

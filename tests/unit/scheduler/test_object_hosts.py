@@ -111,3 +111,17 @@ def test_a_reader_whose_holding_host_is_busy_goes_elsewhere_at_once() -> None:
     assert sim.core.state.object_hosts.hosts_of(X) == ("host-a", "host-b")
     assert sim.core.state.object_hosts.away_from_data == 1
     sim.check_invariants()
+
+
+def test_a_holding_host_whose_slots_all_compute_is_busy_though_it_has_room_to_stage() -> None:
+    """Its workers take a prefetched task each beyond their slot: a reader staged there would wait behind the running
+    one, so it goes to an idle worker of another host."""
+    sim = SimulatedCluster()
+    on_a = sim.add_worker("a0", capacity=2, host="host-a")
+    on_b = sim.add_worker("b0", capacity=2, host="host-b")
+    client = sim.add_client()
+    sim.submit(client, [data_task(client.peer, 1, X)])
+    assert on_a.held == [tid(1)]
+    sim.submit(client, [data_task(client.peer, 2, X)])
+    assert on_b.held == [tid(2)] and on_a.held == [tid(1)]
+    sim.check_invariants()
