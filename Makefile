@@ -74,14 +74,14 @@ browser-tools: $(STAMP)
 # busy; the longest tests start first (tests/ordering.py) and each process takes the next test when it frees up
 # (`--dist loadgroup`: one test at a time, except that a module marked xdist_group, whose module fixtures are costly,
 # runs whole in one process; xdist's default hands out blocks of consecutive tests, the longest all to one process).
-# TEST_PROCESSES=0 runs the suite in this process.
+# TEST_PROCESSES=0 runs the suite in this process. The 25 slowest tests are listed at the end (where the time goes).
 TEST_PROCESSES ?= 4
 # The container engine of the one test that runs ECS tasks as containers of the worker image (root and apt-get
 # only, otherwise that test skips): docker/test-engine.sh starts Debian's dockerd with no bridge and no iptables
 # rules before the suite, and stops it after (only if it started it).
 test: $(STAMP) test-tools browser-tools
 	@sh docker/test-engine.sh start
-	@status=0; $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCESSES) --dist loadgroup --no-loadscope-reorder || status=$$?; \
+	@status=0; $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCESSES) --dist loadgroup --no-loadscope-reorder --durations=25 || status=$$?; \
 		sh docker/test-engine.sh stop; exit $$status
 
 # The inner loop: the pure tiers (unit and simulation: no processes, no sockets) and the pure tests of the other

@@ -2,8 +2,8 @@
 for a reader from one run of the harness: its CPU with nothing to run, its CPU per task, its memory, and what a
 queued task adds. Bars with their values written once, plain labels, no run names. No chart library.
 
-    cd benchmarks && ../.venv/bin/python -m scale.figure scale/results/after-part8-in-turn.json \
-        --queue scale/results/after-part7-queue.json --svg ../docs/images/scale.svg
+    cd benchmarks && ../.venv/bin/python -m scale.figure scale/results/workers-in-turn.json \
+        --queue scale/results/queue.json --svg ../docs/images/scale.svg
 
 `scale.plot` draws the harness's lab plot (every run against the targets) for the notes.
 """

@@ -3,7 +3,7 @@ against clients, bytes per queued task against the queue), each run a curve, the
 other systems' figures (`--others`, JSON written by `scale.others`) as labelled levels: the lab plot of the notes.
 The Scale page's figure, for a reader, is `scale.figure`'s. No chart library.
 
-    cd benchmarks && ../.venv/bin/python -m scale.plot scale/results/before.json scale/results/after-part8.json \
+    cd benchmarks && ../.venv/bin/python -m scale.plot scale/results/before.json scale/results/workers.json \
         --others scale/results/others.json --svg scale/results/lab.svg
 """
 

@@ -1,6 +1,6 @@
 """The scale harness's runs as one markdown table, a column per run, a row per figure the issue's targets name.
 
-cd benchmarks && ../.venv/bin/python -m scale.table scale/results/before.json scale/results/after-part8.json
+cd benchmarks && ../.venv/bin/python -m scale.table scale/results/before.json scale/results/workers.json
 """
 
 from __future__ import annotations

@@ -169,11 +169,24 @@ class CloudStack:
             return None
         if now - self._silent_since < lease:
             return None
+        return self._lost(f"the cloud's API has not answered for {lease:g} s, the hub's lease")
+
+    def lost_with(self, child: str, now: float) -> str | None:
+        """Why the stack stops when `child` (a worker manager) ended while the cloud's API is silent, or None when it
+        answers: the cloud is lost. The manager gave up on the hub it reaches through the cloud, which went with the
+        API (their silences began together, the manager's a check earlier than this one's), before the hub's lease
+        ran out here."""
+        if self._silent_since is None:
+            return None
+        return self._lost(f"the cloud's API has not answered for {now - self._silent_since:.0f} s and {child} gave up "
+                          "on the hub it reaches through it")  # fmt: skip
+
+    def _lost(self, what: str) -> str:
         self.cloud_lost = True
         return (
-            f"the cloud's API has not answered for {lease:g} s, the hub's lease ({self._hub.api_error}): the hub and "
-            "its units end by themselves when no worker manager reaches them for that long; stopping the stack. "
-            "Once the cloud answers again, `scaler FILE --down` ends whatever is left"
+            f"{what} ({self._hub.api_error}): the hub and its units end by themselves when no worker manager reaches "
+            "them for the hub's lease; stopping the stack. Once the cloud answers again, `scaler FILE --down` ends "
+            "whatever is left"
         )
 
     def stop_forwarder(self) -> None:

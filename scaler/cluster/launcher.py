@@ -324,6 +324,10 @@ class Launcher:
                 if child.name == "scheduler" and child.restarts < SCHEDULER_RESTARTS:
                     self._restart(child, code)  # clients, workers and managers re-attach to the new one
                     continue
+                lost = self._cloud.lost_with(child.name, time.monotonic()) if self._cloud is not None else None
+                if lost is not None:
+                    logger.error("%s", lost)
+                    return ExitCode.ERROR
                 logger.error("%s exited unexpectedly (%s); stopping the rest", child.name, describe_exit(code))
                 return ExitCode.ERROR
             time.sleep(POLL_SECONDS)

@@ -70,6 +70,15 @@ class ScalerCollector:
                              ("worker_died", stats.worker_died)):  # fmt: skip
             finished.add_metric([state], count)
         yield finished
+
+        placed = CounterMetricFamily(
+            "scaler_tasks_placed_by_data",
+            "tasks naming large inputs: placed on a host that holds them (near), or elsewhere, those hosts busy (away)",
+            labels=["where"],
+        )
+        placed.add_metric(["near"], stats.near_data)
+        placed.add_metric(["away"], stats.away_from_data)
+        yield placed
         yield from worker_families(snapshot.workers)
 
         histogram = HistogramMetricFamily(

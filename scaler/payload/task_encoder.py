@@ -47,6 +47,9 @@ Frames = list[Any]  #: the buffers an object is stored as (see serializer.serial
 #: Values a task's argument often is, pickled by `TaskEncoder.argument` at once, as serialize_to_frames would (their
 #: pickle is one frame, inline unless it is a huge int).
 _SMALL_PLAIN = frozenset({int, float, bool, type(None), complex})
+#: The stored arguments a task names for placement near them (Task.largeInputs), the first ones in argument order.
+MAX_LARGE_INPUTS = 4
+_OBJECT_ID = m.ArgumentKind.OBJECT_ID
 #: Values made per task, through their slots (frozen_values.constructor: a frozen dataclass's __init__ costs twice)
 _NEW_ARGUMENT = constructor(m.Argument)
 _NEW_TASK_BODY = constructor(m.TaskBody)
@@ -408,9 +411,11 @@ class TaskEncoder:
                 self.log_forwarding,
             )
         )  # fmt: skip
+        stored = _OBJECT_ID
+        large_inputs = tuple([argument.data for argument in arguments if argument.kind is stored][:MAX_LARGE_INPUTS])
         return _NEW_TASK(
             task_id, self._client_id, body, function.name, priority, capabilities, GraphID(graph_id), dependencies,
-            (), stream_credit, actor_id, actor,
+            (), stream_credit, actor_id, actor, large_inputs,
         )  # fmt: skip
 
 

@@ -293,7 +293,7 @@ M_STRUCTS: dict[str, Struct] = {
     ),
     "Task": (
         1,
-        10,
+        11,
         -1,
         (
             ("taskId", -1, "data", 0, ""),
@@ -308,6 +308,7 @@ M_STRUCTS: dict[str, Struct] = {
             ("streamCredit", -1, "uint32", 1, ""),
             ("actorId", -1, "data", 8, ""),
             ("actor", -1, "struct", 9, "ActorSpec"),
+            ("largeInputs", -1, "list", 10, "data"),
         ),
     ),
     "ActorSpec": (
@@ -760,7 +761,7 @@ M_STRUCTS: dict[str, Struct] = {
         ),
     ),
     "SchedulerStats": (
-        12,
+        14,
         1,
         -1,
         (
@@ -779,6 +780,8 @@ M_STRUCTS: dict[str, Struct] = {
             ("messagesSent", -1, "uint64", 10, ""),
             ("graphs", -1, "uint32", 5, ""),
             ("notFound", -1, "uint64", 11, ""),
+            ("nearData", -1, "uint64", 12, ""),
+            ("awayFromData", -1, "uint64", 13, ""),
         ),
     ),
     "WorkerSummary": (

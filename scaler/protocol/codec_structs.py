@@ -156,6 +156,7 @@ _M_TASK__INPUTS = field_of("m", "Task.inputs")
 _M_TASK__STREAM_CREDIT = field_of("m", "Task.streamCredit")
 _M_TASK__ACTOR_ID = field_of("m", "Task.actorId")
 _M_TASK__ACTOR = field_of("m", "Task.actor")
+_M_TASK__LARGE_INPUTS = field_of("m", "Task.largeInputs")
 _NEW_M_TASK = constructor(m.Task)
 _M_ACTOR_SPEC__MAX_RESTARTS = field_of("m", "ActorSpec.maxRestarts")
 _M_ACTOR_SPEC__MAX_CONCURRENCY = field_of("m", "ActorSpec.maxConcurrency")
@@ -350,6 +351,8 @@ _M_SCHEDULER_STATS__MESSAGES_RECEIVED = field_of("m", "SchedulerStats.messagesRe
 _M_SCHEDULER_STATS__MESSAGES_SENT = field_of("m", "SchedulerStats.messagesSent")
 _M_SCHEDULER_STATS__GRAPHS = field_of("m", "SchedulerStats.graphs")
 _M_SCHEDULER_STATS__NOT_FOUND = field_of("m", "SchedulerStats.notFound")
+_M_SCHEDULER_STATS__NEAR_DATA = field_of("m", "SchedulerStats.nearData")
+_M_SCHEDULER_STATS__AWAY_FROM_DATA = field_of("m", "SchedulerStats.awayFromData")
 _NEW_M_SCHEDULER_STATS = constructor(m.SchedulerStats)
 _M_WORKER_SUMMARY__WORKER_ID = field_of("m", "WorkerSummary.workerId")
 _M_WORKER_SUMMARY__MANAGER_ID = field_of("m", "WorkerSummary.managerId")
@@ -968,6 +971,8 @@ def write_task(b: Any, v: m.Task) -> None:
         b.actorId = v.actor_id
     if v.actor is not None:
         write_actor_spec(b.init("actor"), v.actor)
+    if v.large_inputs:
+        b.largeInputs = v.large_inputs
 
 
 def read_task(r: Any) -> m.Task:
@@ -984,6 +989,7 @@ def read_task(r: Any) -> m.Task:
         r._get_by_field(_M_TASK__STREAM_CREDIT),
         r._get_by_field(_M_TASK__ACTOR_ID),
         read_actor_spec(r._get_by_field(_M_TASK__ACTOR)) if r._has_by_field(_M_TASK__ACTOR) else None,
+        tuple(r._get_by_field(_M_TASK__LARGE_INPUTS)) if r._has_by_field(_M_TASK__LARGE_INPUTS) else (),
     )
 
 
@@ -1622,6 +1628,8 @@ def write_scheduler_stats(b: Any, v: m.SchedulerStats) -> None:
     b.messagesSent = v.messages_sent
     b.graphs = v.graphs
     b.notFound = v.not_found
+    b.nearData = v.near_data
+    b.awayFromData = v.away_from_data
 
 
 def read_scheduler_stats(r: Any) -> m.SchedulerStats:
@@ -1641,6 +1649,8 @@ def read_scheduler_stats(r: Any) -> m.SchedulerStats:
         r._get_by_field(_M_SCHEDULER_STATS__MESSAGES_SENT),
         r._get_by_field(_M_SCHEDULER_STATS__GRAPHS),
         r._get_by_field(_M_SCHEDULER_STATS__NOT_FOUND),
+        r._get_by_field(_M_SCHEDULER_STATS__NEAR_DATA),
+        r._get_by_field(_M_SCHEDULER_STATS__AWAY_FROM_DATA),
     )
 
 

@@ -237,6 +237,8 @@ struct Task {
                             # how many values it may yield before its client grants more (StreamCredit); 0: not a stream
   actorId @10 :Data;        # an actor's call: the actor it is for (the id of the actor's start task); empty otherwise
   actor @11 :ActorSpec;     # an actor's start (its function is the class): the actor's id is this task's; absent otherwise
+  largeInputs @12 :List(Data);  # client -> scheduler: the ids of the task's arguments stored as objects (at most
+                                # 4, in argument order), so that it is placed on a host that holds them; empty: none
 }
 
 struct ActorSpec {
@@ -601,6 +603,8 @@ struct SchedulerStats {
   messagesSent @12 :UInt64;
   graphs @13 :UInt32;
   notFound @14 :UInt64;  # cancels of tasks the scheduler did not know (already ended, or never seen)
+  nearData @15 :UInt64;  # tasks naming large inputs placed on a host that holds one of them (placement follows data)
+  awayFromData @16 :UInt64;  # such tasks placed elsewhere at once, every holding host being busy
 }
 
 struct WorkerSummary {

@@ -511,6 +511,9 @@ class Task:
     actor_id: TaskID = TaskID(b"")  # noqa: RUF009 - an immutable value
     #: an actor's start (its function is the class): the actor's id is this task's; absent otherwise
     actor: ActorSpec | None = None
+    #: client -> scheduler: the ids of the task's arguments stored as objects (at most 4, in argument order), so
+    #: that it is placed on a host that holds them; empty: none
+    large_inputs: tuple[ObjectID, ...] = ()
     #: the frame this value was decoded from; the codec reuses it when the value is forwarded unchanged. Not part
     #: of the value: not compared, and dropped by dataclasses.replace
     wire: bytes | None = field(default=None, init=False, repr=False, compare=False)
@@ -959,6 +962,10 @@ class SchedulerStats:
     graphs: int = 0
     #: cancels of tasks the scheduler did not know (already ended, or never seen)
     not_found: int = 0
+    #: tasks naming large inputs placed on a host that holds one of them (placement follows data)
+    near_data: int = 0
+    #: such tasks placed elsewhere at once, every holding host being busy
+    away_from_data: int = 0
 
 
 @dataclass(frozen=True, slots=True)

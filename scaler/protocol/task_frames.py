@@ -19,17 +19,18 @@ _WORD = struct.Struct("<Q")
 _PAD = (b"", b"\0" * 7, b"\0" * 6, b"\0" * 5, b"\0" * 4, b"\0" * 3, b"\0" * 2, b"\0")  #: zeros to the next word
 _BYTE_LIST = 2  #: a list pointer's element size: one byte (Data, Text)
 #: A struct pointer at offset 0 (its struct follows it): TaskBody (2 data words, 4 pointers), Message (1, 1),
-#: Task (1, 10)
+#: Task (1, 11)
 _BODY_ROOT = (2 << 32) | (4 << 48)
 _MESSAGE_ROOT = (1 << 32) | (1 << 48)
-_TASK_POINTER = (1 << 32) | (10 << 48)
+_TASK_POINTER = (1 << 32) | (11 << 48)
 _MESSAGE_TASK = 6  #: Message's union discriminant of `task`
 _ARGUMENT_TAG_SHAPE = (1 << 32) | (2 << 48)  #: an Argument: 1 data word, 2 pointers (the composite list's tag word)
 _KINDS = {m.ArgumentKind.INLINE: 0, m.ArgumentKind.OBJECT_ID: 1, m.ArgumentKind.TASK_RESULT: 2}
 
 
 _BODY_HEAD = struct.Struct("<II7Q")
-_TASK_HEAD = struct.Struct("<II14Q")
+_TASK_HEAD = struct.Struct("<II15Q")
+_POINTER_LIST = 6  #: a list pointer's element size: pointers (List(Data))
 _ARGUMENT = struct.Struct("<QQQ")
 
 
@@ -94,12 +95,13 @@ def task_frame(task: m.Task) -> bytes | None:
     written by the generated codec)."""
     if task.capabilities or task.graph_id or task.dependencies or task.inputs or task.actor is not None:
         return None
-    # words after the segment table: 0 the root pointer, 1 Message's data, 2 its pointer, 3 Task's data, 4-13 its
-    # pointers (taskId 4, clientId 5, functionName 6, body 8, actorId 12), then the blobs in the order they are set
+    # words after the segment table: 0 the root pointer, 1 Message's data, 2 its pointer, 3 Task's data, 4-14 its
+    # pointers (taskId 4, clientId 5, functionName 6, body 8, actorId 12, largeInputs 14), then the blobs in the order
+    # they are set
     task_id, client_id, body, actor_id = task.task_id, task.client_id, task.body, task.actor_id
     name = task.function_name.encode() + b"\0"
     id_size, client_size, name_size, body_size = len(task_id), len(client_id), len(name), len(body)
-    client_at = 14 + ((id_size + 7) >> 3)
+    client_at = 15 + ((id_size + 7) >> 3)
     name_at = client_at + ((client_size + 7) >> 3)
     body_at = name_at + ((name_size + 7) >> 3)
     end = body_at + ((body_size + 7) >> 3)
@@ -112,13 +114,31 @@ def task_frame(task: m.Task) -> bytes | None:
         actor_pointer = _blob_pointer(12, end, len(actor_id))
         parts += (actor_id, _PAD[len(actor_id) & 7])
         end += (len(actor_id) + 7) >> 3
+    large_pointer = 0
+    if task.large_inputs:
+        large_pointer, end = _list_of_blobs(14, end, task.large_inputs, parts)
     parts[0] = _TASK_HEAD.pack(
         0, end, _MESSAGE_ROOT, _MESSAGE_TASK, _TASK_POINTER, (task.priority & 0xFFFFFFFF) | (task.stream_credit << 32),
-        ((14 - 5) << 2) | 1 | ((_BYTE_LIST | (id_size << 3)) << 32),
+        ((15 - 5) << 2) | 1 | ((_BYTE_LIST | (id_size << 3)) << 32),
         ((client_at - 6) << 2) | 1 | ((_BYTE_LIST | (client_size << 3)) << 32),
         ((name_at - 7) << 2) | 1 | ((_BYTE_LIST | (name_size << 3)) << 32),
         0,
         ((body_at - 9) << 2) | 1 | ((_BYTE_LIST | (body_size << 3)) << 32),
-        0, 0, 0, actor_pointer, 0,
+        0, 0, 0, actor_pointer, 0, large_pointer,
     )  # fmt: skip
     return b"".join(parts)
+
+
+def _list_of_blobs(at: int, end: int, blobs: tuple[bytes, ...], parts: list[bytes]) -> tuple[int, int]:
+    """A List(Data) of `blobs` laid out from word `end` (its pointers, then each blob) for the pointer in word `at`:
+    that pointer, and the word after the list's last blob."""
+    count = len(blobs)
+    pointer = ((end - at - 1) << 2) | 1 | ((_POINTER_LIST | (count << 3)) << 32)
+    first, end = end, end + count
+    words = []
+    for index, blob in enumerate(blobs):
+        words.append(_WORD.pack(_blob_pointer(first + index, end, len(blob))))
+        parts += (blob, _PAD[len(blob) & 7])
+        end += (len(blob) + 7) >> 3
+    parts[len(parts) - 2 * count : len(parts) - 2 * count] = words
+    return pointer, end

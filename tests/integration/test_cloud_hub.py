@@ -312,3 +312,47 @@ def test_a_cloud_whose_endpoint_vanishes_ends_the_stack_after_the_lease_naming_i
             proxy.kill()
             proxy.wait(30)
         stack.kill()
+
+
+#: The worker manager's own wait for its scheduler in the test below: shorter than the hub's lease, as the default
+#: 300 s (both) is in effect, the manager's wait starting when the hub went and the launcher's at its next check.
+MANAGER_DEATH_TIMEOUT_SECONDS = 5.0
+
+
+def test_a_manager_that_gives_up_on_the_hub_of_a_lost_cloud_ends_the_stack_naming_the_cloud(
+    fake_cloud: Any, tmp_path: Path
+) -> None:
+    """The walk of issue 77, item 1, with the defaults (a 300 s lease, a manager's death_timeout_seconds of 300 s):
+    the hub went with the cloud's API, and the manager reaching it through the forwarder gave up on it a few seconds
+    before the launcher's lease ran out. The stack ends naming the lost cloud, exit code 1, with neither "exited
+    unexpectedly" nor a failed attempt to stop the hub through an API that does not answer. Checked to fail before:
+    the launcher said "worker manager 'ecs' (aws_raw_ecs) exited unexpectedly (exit code 3)", then "could not stop the
+    hub (cannot reach the AWS endpoint ...)"."""
+    import boto3
+
+    from tests.integration.cloud_harness import REGION
+    from tests.integration.test_cloud_burst import ecs_tasks
+
+    def quick_manager(text: str) -> str:  # the file's [[worker_manager]] section is its last
+        return f"{text.rstrip()}\ndeath_timeout_seconds = {MANAGER_DEATH_TIMEOUT_SECONDS:g}\n"
+
+    proxy, endpoint_url = api_proxy(fake_cloud)
+    stack = HubStack(tmp_path, edit=quick_manager, AWS_ENDPOINT_URL=endpoint_url, SCALER_IDLE_SHUTDOWN_SECONDS="3600")
+    try:
+        wait_for(lambda: "scaler: worker manager 'ecs'" in stack.log(), "the stack to be up", 120)
+        (hub,) = ecs_tasks("ecs-hub")
+        proxy.terminate()  # the endpoint gone; the hub stops once the launcher has noticed
+        proxy.wait(30)
+        wait_for(lambda: "the cloud's API does not answer" in stack.log(), "the launcher to notice the silence", 60)
+        boto3.client("ecs", region_name=REGION).stop_task(cluster="scaler-cluster", task=hub["taskArn"])
+        assert stack.popen.wait(LEASE_SECONDS + 120) == 1, stack.log()
+        log = stack.log()
+        assert "worker manager 'ecs' (aws_raw_ecs) gave up on the hub it reaches through it" in log, log
+        assert "`scaler FILE --down` ends whatever is left" in log, log
+        assert "exited unexpectedly" not in log and "could not stop the hub" not in log, log
+        assert f"has not answered for {LEASE_SECONDS:g} s, the hub's lease" not in log, "the manager went first"
+    finally:
+        if proxy.poll() is None:
+            proxy.kill()
+            proxy.wait(30)
+        stack.kill()

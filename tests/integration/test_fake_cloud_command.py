@@ -4,6 +4,7 @@ boot delay, stops them with the resource, and stops cleanly (with everything it 
 from __future__ import annotations
 
 import signal
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import pytest
 
 from scaler.io.address import free_tcp_port_block
 from scaler_rehearsal.fake_cloud.cloud import STATE_PREFIX
-from tests.integration.conftest import CLOUD_START_SECONDS, Launcher, wait_for
+from tests.integration.conftest import BIN_DIR, CLOUD_START_SECONDS, Launcher, ProcessWatch, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.cloud, pytest.mark.timeout(180)]
 
@@ -123,6 +124,29 @@ def test_a_stop_with_no_time_left_for_the_folders_exits_0_and_the_next_cloud_rem
     next_cloud.popen.send_signal(signal.SIGINT)
     assert next_cloud.wait_exit(120) == 0
     assert "# removing the units' folders" in next_cloud.log_text()
+
+
+def test_a_stop_whose_reader_is_gone_stops_what_the_cloud_runs(processes: ProcessWatch, tmp_path: Path) -> None:
+    """`scaler_fake_cloud | tee cloud.log`, then Ctrl-C: the terminal's Ctrl-C ends `tee` too, so the command's
+    output has no reader left when it says it is stopping. It stops what it runs all the same and exits 0. Checked
+    off: with the stop's lines printed as they were, the first raised BrokenPipeError and the command ended there,
+    exit code 1, its unit still running."""
+    port = free_tcp_port_block(1)
+    cloud = processes.add(subprocess.Popen(
+        [str(BIN_DIR / "scaler_fake_cloud"), "--port", str(port), "--log-dir", str(tmp_path / "units")],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    ))  # fmt: skip
+    assert cloud.stdout is not None
+    with cloud.stdout:  # the reader, as `tee`
+        first = cloud.stdout.readline().decode()  # the command's first line comes once it is ready
+        assert first.startswith("AWS_ENDPOINT_URL="), first
+        marker = f"sleep 7{port}.5"
+        run_sleeping_task(ecs_client(f"http://127.0.0.1:{port}"), marker)
+        wait_for(lambda: marked_processes(marker), "the task's command to run")
+        processes.remember()
+    cloud.send_signal(signal.SIGINT)
+    assert cloud.wait(120) == 0
+    assert not marked_processes(marker), "stopping the cloud stops what it runs"
 
 
 def test_a_run_without_a_log_folder_leaves_nothing_in_the_temporary_directory(launcher: Launcher) -> None:

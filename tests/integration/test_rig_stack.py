@@ -11,7 +11,9 @@ two others, clients on one more, every byte between them crossing 100 Mbit/s lin
   (SIGSTOP) fails the get after the silence bound;
 - seen (item 8): while a broadcast crosses to the worker hosts the status names each transfer under way (to which
   host, from where, how far: the second host fetching from the first), and then both hosts' caches holding the object,
-  sent once out of the storage server.
+  sent once out of the storage server;
+- placement follows data (item 4): once a host read an object, later readers of it go to that host while one of its
+  slots is idle (the other host receives none of it), and a reader whose holding host is busy runs elsewhere at once.
 
 Checked with the mechanisms off: with the core's deadline counted from the request's sending alone (`_deadline`
 without `_heard_at`), the 100 MB get fails with "sent nothing for 3 s" after 3 s; with `HostLedger.uploaded` doing
@@ -85,6 +87,71 @@ with Client(address=sys.argv[1]) as client:
     graph.update({f"reduce-{j}": (reduce_parts, *[f"part-{i}" for i in range(makers)]) for j in range(makers)})
     reduced = client.get(graph, [f"reduce-{j}" for j in range(makers)])
 print(json.dumps({"reduced": [reduced[f"reduce-{j}"] for j in range(makers)]}))
+"""
+
+#: Placement follows data (item 4), in one client's session; `folder` is on every host (the rig's work folder), where
+#: the client's files release the tasks that wait on them. Phase one: while the host that load alone chooses first
+#: (`first`) is kept busy, a first reader of an object of `size` bytes runs on the other host (`holder`); then, every
+#: slot idle, later readers go to the holder's workers, where load alone would send them to `first`. Phase two: two
+#: readers of a second object (an eighth of the first's size) hold both slots of its host; a third reader goes
+#: elsewhere at once, done while they still wait.
+LOCALITY = """
+import json, os, socket, sys, time
+import numpy as np
+from scaler import Client
+
+def wait_for(path):
+    deadline = time.monotonic() + 120
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+def host():
+    return socket.gethostname()
+
+def hold(folder, name, *arrays):
+    me = socket.gethostname()
+    open(os.path.join(folder, f"started-{name}-{me}-{os.getpid()}"), "w").close()
+    wait_for(os.path.join(folder, f"release-{name}-{me}"))
+    return me
+
+def read(array):
+    return socket.gethostname(), float(array[:4].sum())
+
+def started(folder, name, count):
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        seen = [entry.split("-")[2] for entry in os.listdir(folder) if entry.startswith(f"started-{name}-")]
+        if len(seen) >= count:
+            return seen
+        time.sleep(0.02)
+    raise SystemExit(f"{count} holders of {name} did not start")
+
+def release(folder, name, host_name):
+    open(os.path.join(folder, f"release-{name}-{host_name}"), "w").close()
+
+folder, size, slots = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+with Client(address=sys.argv[1]) as client:
+    first = client.submit(host).result()
+    holders = [client.submit(hold, folder, "a") for _ in range(slots)]
+    hosts = started(folder, "a", slots)
+    holder = next(name for name in hosts if name != first)
+    release(folder, "a", holder)
+    while sum(future.done() for future in holders) < hosts.count(holder):  # the holder's slots idle again
+        time.sleep(0.02)
+    shared = client.send_object(np.ones(size // 8), name="located")
+    first_reader = client.submit(read, shared).result()[0]
+    release(folder, "a", first)
+    [future.result() for future in holders]
+    later = [client.submit(read, shared).result()[0] for _ in range(4)]
+    other = client.send_object(np.full(size // 64, 2.0), name="located-busy")
+    busy = [client.submit(hold, folder, "b", other) for _ in range(2)]
+    busy_hosts = started(folder, "b", 2)
+    elsewhere = client.submit(read, other).result(timeout=120)[0]
+    for name in set(busy_hosts):
+        release(folder, "b", name)
+    [future.result() for future in busy]
+print(json.dumps({"first": first, "holder": holder, "first_reader": first_reader, "later": later,
+                  "busy_hosts": busy_hosts, "elsewhere": elsewhere}))
 """
 
 PUT = """
@@ -261,3 +328,29 @@ def test_a_broadcast_in_flight_shows_its_transfers_in_the_status(stack: RigStack
     assert {each["to"] for each in seen["under_way"]} <= set(WORKERS), seen
     assert seen["held"] is not None and seen["held"]["copies_sent"] == 1, seen
     print(f"transfers of a {size // MB} MB broadcast seen under way: {seen['under_way'][:4]}; then {seen['held']}")
+
+
+@pytest.mark.timeout(300)
+def test_tasks_reading_an_object_go_to_the_host_that_holds_it_unless_it_is_busy(stack: RigStack) -> None:
+    """Issue 74 item 4 on shaped links: once a host read an object, later tasks reading it go to that host's workers
+    while one of them is idle (the host load alone would choose receives none of its bytes); when its workers are all
+    busy, a reader runs elsewhere at once, not after them. Checked with the mechanism off (`ObjectHosts.nearer`
+    returning None): the later readers run on the host load alone chooses, which then receives the object."""
+    size, slots = 16 * MB, sum(WORKERS.values())
+    folder = stack.rig.workdir / "locality"
+    folder.mkdir()
+    before = stack.rig.link_bytes()
+    answer = stack.run_script("client", LOCALITY, str(folder), str(size), str(slots))
+    after = stack.rig.link_bytes()
+    received = {name: after[name].received - before[name].received for name in WORKERS}
+    first, holder = answer["first"], answer["holder"]
+    assert answer["first_reader"] == holder != first, answer
+    assert answer["later"] == [holder] * 4, f"later readers did not follow the object to {holder}: {answer}"
+    assert received[first] < size / 2 < size <= received[holder], (received, answer)  # the second object: size / 8
+    busy = answer["busy_hosts"]
+    assert len(set(busy)) == 1 and answer["elsewhere"] not in busy, answer
+    print(
+        f"placement by data: a {size // MB} MB object read first on {holder}, then 4 readers on {answer['later']}; "
+        f"{first} received {received[first] / MB:.1f} MB, {holder} {received[holder] / MB:.1f} MB; with {busy[0]} "
+        f"busy a reader ran on {answer['elsewhere']}"
+    )

@@ -64,6 +64,7 @@ def test_a_task_written_directly_is_what_pycapnp_writes() -> None:
             TaskID(rng.randbytes(rng.choice([0, 16]))), ClientID(rng.randbytes(rng.choice([0, 16]))), body,
             rng.choice(["", "inc", "função", "a" * 8]), rng.choice([0, 1, -1, -(2**31), 2**31 - 1]),
             stream_credit=rng.choice([0, 5, 2**32 - 1]), actor_id=TaskID(rng.randbytes(rng.choice([0, 0, 16]))),
+            large_inputs=tuple(ObjectID(rng.randbytes(rng.choice([16, 20]))) for _ in range(rng.choice([0, 0, 1, 4]))),
         )  # fmt: skip
         frame = task_frame(task)
         assert frame is not None, "a task of the common shape is written directly"

@@ -95,6 +95,7 @@ MESSAGES: dict[str, m.Message] = {
     "protocol-error-sparse": m.ProtocolError(""),
     "task": TASK,
     "task-sparse": m.Task(T, C, b""),
+    "task-large-inputs": m.Task(T, C, b"a body", large_inputs=(ObjectID(b"o" * 16), ObjectID(b"p" * 16))),
     "result-inline": m.TaskResult(
         T,
         m.ResultStatus.SUCCESS,

@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 from scaler.config.completion import offer_completion
 from scaler.version import __version__
-from scaler_rehearsal.command import StopSignals, say_extra_missing
+from scaler_rehearsal.command import StopSignals, say, say_extra_missing
 
 #: The longest the command waits for the launched processes, the runners and the servers to stop.
 STOP_SECONDS = 60.0
@@ -115,17 +115,16 @@ def _stopped(cloud: Any, signals: list[int]) -> int:
     could not be stopped. A second Ctrl-C while the folders are removed leaves them to the next fake cloud."""
     # The launched processes are stopped first; the HTTP server's own shutdown may wait on a client's open
     # keep-alive connection, which must not keep the command from exiting.
-    print("# stopping the cloud and everything it runs", flush=True)
+    say("# stopping the cloud and everything it runs")
     if not _within(lambda: cloud.stop(remove_folders=False), STOP_SECONDS, lambda: False):
-        print(f"scaler_fake_cloud: the cloud's processes and servers did not all stop within {STOP_SECONDS:g} s; "
-              f"exiting (its units' logs: {cloud.log_directory})", file=sys.stderr)  # fmt: skip
+        say(f"scaler_fake_cloud: the cloud's processes and servers did not all stop within {STOP_SECONDS:g} s; "
+            f"exiting (its units' logs: {cloud.log_directory})", sys.stderr)  # fmt: skip
         return _exit(1)
     folders = cloud.state_directory
-    print(f"# removing the units' folders ({folders}); Ctrl-C leaves them to the next scaler_fake_cloud", flush=True)
+    say(f"# removing the units' folders ({folders}); Ctrl-C leaves them to the next scaler_fake_cloud")
     signalled = len(signals)
     if not _within(cloud.remove_folders, FOLDERS_SECONDS, lambda: len(signals) > signalled):
-        print(f"# left the rest of {folders}: the next scaler_fake_cloud started on this machine removes it",
-              flush=True)  # fmt: skip
+        say(f"# left the rest of {folders}: the next scaler_fake_cloud started on this machine removes it")
     return _exit(0)
 
 

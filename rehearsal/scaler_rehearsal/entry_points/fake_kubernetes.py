@@ -14,7 +14,7 @@ from typing import Any
 
 from scaler.config.completion import offer_completion
 from scaler.version import __version__
-from scaler_rehearsal.command import StopSignals, say_extra_missing
+from scaler_rehearsal.command import StopSignals, say, say_extra_missing
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -176,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         flush=True,
     )
     stops.wait()
-    print("# stopping the cluster and its pods", flush=True)
+    say("# stopping the cluster and its pods")
     cluster.stop()
     return 0
 

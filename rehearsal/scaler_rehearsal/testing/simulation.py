@@ -34,8 +34,10 @@ PYTHON = "3.11.7"
 E = TypeVar("E")
 
 
-def hello(info: m.RoleInfo, python_version: str = PYTHON, protocol_version: int = m.PROTOCOL_VERSION) -> m.Hello:
-    return m.Hello(protocol_version, python_version, 1, "sim", info)
+def hello(
+    info: m.RoleInfo, python_version: str = PYTHON, protocol_version: int = m.PROTOCOL_VERSION, hostname: str = "sim"
+) -> m.Hello:
+    return m.Hello(protocol_version, python_version, 1, hostname, info)
 
 
 def task(client: bytes, number: int, priority: int = 0, capabilities: m.Capabilities = ()) -> m.Task:
@@ -184,13 +186,14 @@ class SimulatedCluster:
         max_staged: int = 64,
         task_timeout_seconds: float = 0.0,
         processor_per_parent: bool = False,
+        host: str = "sim",
     ) -> FakeWorker:
-        """A worker, registered, and its processors' links (one per slot)."""
+        """A worker of `host`, registered, and its processors' links (one per slot)."""
         peer = PeerID(b"Worker|SIM|" + name.encode())
         worker = self.workers[peer] = FakeWorker(peer, capacity, slots=slots, max_staged=max_staged)
         info = m.WorkerInfo(capabilities, capacity, "", "SIM", slots=slots, task_timeout_seconds=task_timeout_seconds,
                             processor_per_parent=processor_per_parent)  # fmt: skip
-        self.send(peer, hello(info))
+        self.send(peer, hello(info, hostname=host))
         self._keep_processors(worker)
         return worker
 

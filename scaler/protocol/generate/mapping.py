@@ -37,6 +37,7 @@ ID_TYPES = {
     "unfinished": "TaskID",
     "unknown": "TaskID",
     "cancelled": "TaskID",
+    "largeInputs": "ObjectID",
 }
 
 _NOT_ON_THE_FEED = "in-process read model; not on the monitor feed"
@@ -128,6 +129,7 @@ STRUCTS = {
             "streamCredit": Field(omit_empty=True),
             "actorId": Field(omit_empty=True),
             "actor": Field(optional=True),
+            "largeInputs": Field(omit_empty=True),
         },
         extra=(
             Extra(

@@ -18,6 +18,7 @@ from scaler.scheduler.core.effects import Effect, Send
 from scaler.scheduler.core.follow_ups import FollowUp
 from scaler.scheduler.core.graphs import GraphRegistry
 from scaler.scheduler.core.jobs import JobTable
+from scaler.scheduler.core.object_hosts import ObjectHosts
 from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, WorkerRecord
 from scaler.scheduler.core.processor_links import ProcessorLink
 from scaler.scheduler.core.settings import CoreSettings
@@ -43,6 +44,8 @@ class CoreState:
         self.managers: dict[PeerID, ManagerRecord] = {}
         #: the links of workers' processors, where their tasks go and everything about them comes (link_sessions.py)
         self.processors: dict[PeerID, ProcessorLink] = {}
+        #: which hosts hold the large inputs tasks name, learned by the lifecycle's dispatch, which places by it
+        self.object_hosts = ObjectHosts()
         self.effects: list[Effect] = []
         #: what a registry says should follow; the core routes each to the registry that carries it out
         self.emit: Callable[[FollowUp], None] = _unrouted

@@ -251,6 +251,7 @@ class Routing:
     def _worker_joined(self, joined: WorkerJoined) -> None:
         self._r.worker_sessions.registered(joined.worker)
         self._r.lifecycle.worker_has_room(joined.worker.peer)
+        self._state.object_hosts.joined(joined.worker)
 
     def _worker_left(self, left: WorkerLeft) -> None:
         self._r.reattachment.worker_gone(left.worker.peer)

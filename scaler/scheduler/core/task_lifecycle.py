@@ -2,9 +2,10 @@
 outcome; the methods here carry it out and append effects. Nothing else mutates task records.
 
 Also owns dispatch: handing QUEUED tasks to workers with free credit, least loaded first (the index of free workers
-is `free_workers.py`), each on the link of one of its worker's processors (`WorkerRecord.link_for`): the only way a
-task reaches a processor. What is sent on a link goes into that link's record (`processor_links.py`), which the
-processor's answers on the link update (`link_sessions.py`).
+is `free_workers.py`; a task naming large inputs goes to a free worker of a host that holds them, `object_hosts.py`),
+each on the link of one of its worker's processors (`WorkerRecord.link_for`): the only way a task reaches a processor.
+What is sent on a link goes into that link's record (`processor_links.py`), which the processor's answers on the link
+update (`link_sessions.py`).
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ class TaskLifecycle:
         self._managers = state.managers
         #: the workers with a free slot, least loaded first (free_workers.py)
         self._free = FreeWorkers(workers)
+        #: which hosts hold the large inputs tasks name: dispatch places such a task near them (object_hosts.py)
+        self._object_hosts = state.object_hosts
         #: the workers' preemption slots: a nested task waiting behind parents that keep their slots (preemption.py)
         self.preemption = Preemption()
         self._graphs = state.graphs
@@ -287,6 +290,7 @@ class TaskLifecycle:
         for task_id in sorted(worker.assigned, key=lambda t: self._tasks.records[t].sequence):
             self.apply(task_id, event, reason=reason)
         worker.assigned.clear()
+        self._object_hosts.left(worker)
 
     def returned_by(self, worker: PeerID, task_ids: tuple[TaskID, ...]) -> None:
         """The worker gives these back unstarted: queued again (no retry spent), or cancelled when a queued-only
@@ -359,6 +363,11 @@ class TaskLifecycle:
                 passed_over.append(entry)
                 continue
             record = queue.pop(key, self._tasks.records, top)
+            if record.traits.large_inputs:  # placement follows data: a worker of a host that holds them, if free
+                nearer = self._object_hosts.nearer(record.traits.large_inputs, worker, key)
+                if nearer is not None:
+                    self._free.put_back([entry])  # the offered worker stays a candidate for the next task
+                    worker, link = nearer
             if outcome(record.state, TaskEvent.DISPATCH) is Outcome.ASSIGN:  # `_apply`'s way, without its details
                 self._assign(record, worker, link)  # it offers the worker again if not full, and words its own cause
             else:
@@ -398,6 +407,8 @@ class TaskLifecycle:
         if link.actor_start is not None:  # `holds_actor`'s test, not the property: on the path of every task
             worker.restage()  # nothing is staged behind an actor's start
         self._free.offer(worker)
+        if traits.large_inputs:
+            self._object_hosts.placed(traits.large_inputs, worker.hostname)
         graph = self._graphs.get(traits.graph_id) if traits.graph_id else None
         if graph is None:
             self._send(link.peer, task_of(record))

@@ -2,8 +2,8 @@
 
 Rules:
 - A queued task is its body (the TaskBody's bytes its client sent) and values shared with other tasks: its traits
-  (function, priority, capabilities, stream credit, actor, graph, and its opening: when, in which state and why it
-  reached the scheduler; one object for the tasks alike of a step). No decoded `Task` and no frame is kept:
+  (function, priority, capabilities, stream credit, actor, graph, large inputs, and its opening: when, in which state
+  and why it reached the scheduler; one object for the tasks alike of a step). No decoded `Task` and no frame is kept:
   `task_of` makes the Task a worker is sent, which the shell writes as the frame its client wrote (task_frames.py).
 - Its dispatches (how many, on which link, since when) are slots of its own: every task that runs has them, and an
   object of their own would be one more for the collector to walk per task in flight (with 10,000 workers holding
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scaler.protocol.frozen_values import constructor, quick_init
-from scaler.protocol.ids import ClientID, GraphID, PeerID, TaskID
+from scaler.protocol.ids import ClientID, GraphID, ObjectID, PeerID, TaskID
 from scaler.protocol.messages import ActorSpec, Capabilities, Task, TaskInput
 from scaler.scheduler.core.story_book import Words
 from scaler.scheduler.core.task_state import TaskState
@@ -47,6 +47,8 @@ class TaskTraits:
     stream_credit: int
     actor: ActorSpec | None  #: an actor's start
     graph_id: GraphID  #: empty unless the task is a node of a graph
+    #: the ids of its arguments its client stored as objects (Task.largeInputs): placed near them (object_hosts.py)
+    large_inputs: tuple[ObjectID, ...]
     opening: Opening
 
 

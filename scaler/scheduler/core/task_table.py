@@ -16,7 +16,7 @@ Invariants:
 
 from __future__ import annotations
 
-from scaler.protocol.ids import ClientID, GraphID, TaskID
+from scaler.protocol.ids import ClientID, GraphID, ObjectID, TaskID
 from scaler.protocol.messages import ActorSpec, Capabilities, Task, TaskTransition
 from scaler.scheduler.core.dispatch_queue import HELD_INDEX, DispatchQueue
 from scaler.scheduler.core.run_times import RunTimeBook
@@ -42,7 +42,7 @@ _FAILED_INDEX = 4
 #: A client's list of task ids is looked at for ids of ended tasks every this many submissions, and on each end
 #: once it is longer (a power of two)
 COMPACTED_EVERY = 1024
-_TraitsKey = tuple[str, int, Capabilities, int, ActorSpec | None, GraphID]
+_TraitsKey = tuple[str, int, Capabilities, int, ActorSpec | None, GraphID, tuple[ObjectID, ...]]
 #: Distinct openings, and traits of an opening, kept for sharing; past it the table starts again (records keep theirs)
 MAX_SHARED_TRAITS = 4096
 
@@ -112,7 +112,10 @@ class TaskTable:
                 self._openings.clear()
             shared = self._openings[(state, cause)] = ((now, now + offset, state, cause), {})
         opening, alike = shared
-        key = (task.function_name, task.priority, task.capabilities, task.stream_credit, task.actor, task.graph_id)
+        key = (
+            task.function_name, task.priority, task.capabilities, task.stream_credit, task.actor, task.graph_id,
+            task.large_inputs,
+        )  # fmt: skip
         traits = alike.get(key)
         if traits is None:
             if len(alike) >= MAX_SHARED_TRAITS:

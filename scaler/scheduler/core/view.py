@@ -57,6 +57,8 @@ class ViewBuilder:
             messages_sent=shell.messages_sent,
             graphs=len(state.graphs),
             not_found=state.tasks.not_found,
+            near_data=state.object_hosts.near_data,
+            away_from_data=state.object_hosts.away_from_data,
         )
         return m.StatusSnapshot(
             time=state.now,

@@ -1,0 +1,127 @@
+"""Placement that follows data (scheduler/core/object_hosts.py, issue 74 item 4): the record of which hosts hold which
+large inputs, bounded and forgotten with a host's last worker; and the core's dispatch, which sends a task naming
+large inputs to a free worker of a host that holds them, and places it at once elsewhere when every holding host is
+busy.
+
+Checked with the mechanism off: with `ObjectHosts.nearer` returning None (dispatch places by load alone) the tests of
+the core's dispatch fail (the later readers go to the least loaded worker, on the other host); with `placed` doing
+nothing, so do they, and the record's tests fail."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from scaler.protocol.ids import ObjectID, PeerID, TaskID
+from scaler.scheduler.core.object_hosts import MAX_HOSTS, MAX_OBJECTS, ObjectHosts
+from scaler.scheduler.core.peers import WorkerRecord
+from scaler_rehearsal.testing.simulation import FakeWorker, SimulatedCluster, task
+
+X, Y = ObjectID(b"x" * 16), ObjectID(b"y" * 16)
+
+
+def worker_of(host: str, name: str) -> WorkerRecord:
+    return WorkerRecord(PeerID(name.encode()), (), frozenset(), 1, "", "", host, 0, 0.0, 0.0)
+
+
+def test_a_host_holds_what_was_placed_on_it_most_recent_last_and_bounded() -> None:
+    hosts = ObjectHosts()
+    hosts.placed((X, Y), "a")
+    hosts.placed((X,), "b")
+    hosts.placed((X,), "a")
+    assert hosts.hosts_of(X) == ("b", "a") and hosts.hosts_of(Y) == ("a",)
+    for number in range(MAX_HOSTS + 3):
+        hosts.placed((X,), f"h{number}")
+    assert len(hosts.hosts_of(X)) == MAX_HOSTS and hosts.hosts_of(X)[-1] == f"h{MAX_HOSTS + 2}"
+    for number in range(MAX_OBJECTS):
+        hosts.placed((ObjectID(number.to_bytes(16, "big")),), "c")
+    assert len(hosts) == MAX_OBJECTS and hosts.hosts_of(Y) == ()  # the least recently placed went first
+
+
+def test_what_a_host_holds_is_forgotten_with_its_last_worker() -> None:
+    hosts = ObjectHosts()
+    first, second, other = worker_of("a", "a1"), worker_of("a", "a2"), worker_of("b", "b1")
+    for worker in (first, second, other):
+        hosts.joined(worker)
+    hosts.placed((X,), "a")
+    hosts.placed((X, Y), "b")
+    hosts.left(first)
+    assert hosts.hosts_of(X) == ("a", "b")
+    hosts.left(second)
+    assert hosts.hosts_of(X) == ("b",) and hosts.hosts_of(Y) == ("b",)
+    hosts.left(other)
+    assert len(hosts) == 0
+
+
+def test_the_choice_keeps_an_offered_worker_on_a_holding_host_else_takes_a_free_one_there() -> None:
+    hosts = ObjectHosts()
+    a1, b1 = worker_of("a", "a1"), worker_of("b", "b1")
+    hosts.joined(a1)
+    hosts.joined(b1)
+    hosts.placed((Y,), "a")
+    assert hosts.nearer((X,), b1, ()) is None  # nobody holds X: placed as by load
+    assert hosts.nearer((X, Y), a1, ()) is None and hosts.near_data == 1  # the offered worker holds Y
+    # b1 is offered, a holds Y, a1 has no link with room (no processor said hello): it stays with b1, counted away
+    assert hosts.nearer((X, Y), b1, ()) is None and hosts.away_from_data == 1
+
+
+def data_task(client: bytes, number: int, *inputs: ObjectID):  # type: ignore[no-untyped-def]
+    return replace(task(client, number), large_inputs=inputs)
+
+
+def tid(number: int) -> TaskID:
+    return TaskID(number.to_bytes(16, "big"))
+
+
+def hosts_cluster() -> tuple[SimulatedCluster, list[FakeWorker], list[FakeWorker]]:
+    """Two hosts of two workers each, a's joined first (so load alone puts the first task on a)."""
+    sim = SimulatedCluster()
+    on_a = [sim.add_worker(f"a{n}", host="host-a") for n in range(2)]
+    on_b = [sim.add_worker(f"b{n}", host="host-b") for n in range(2)]
+    return sim, on_a, on_b
+
+
+def test_later_readers_of_an_object_go_to_the_host_that_read_it_first_while_it_has_a_free_slot() -> None:
+    sim, on_a, on_b = hosts_cluster()
+    client = sim.add_client()
+    sim.submit(client, [task(client.peer, 0)])  # a0 busy
+    sim.submit(client, [task(client.peer, 1), task(client.peer, 2)])  # a1 and b0 busy too
+    sim.submit(client, [data_task(client.peer, 3, X)])  # the only free worker: b1, on host b
+    assert on_b[1].held == [tid(3)]
+    for worker in (on_a[0], on_a[1], on_b[0], on_b[1]):
+        sim.finish(worker)
+    # all free: load alone would give the next reader a0 (joined first); X is on host b
+    sim.submit(client, [data_task(client.peer, 4, X)])
+    assert [tid(4)] in (on_b[0].held, on_b[1].held), [w.held for w in on_a + on_b]
+    sim.submit(client, [data_task(client.peer, 5, X)])
+    assert on_b[0].held + on_b[1].held == [tid(4), tid(5)] or on_b[0].held + on_b[1].held == [tid(5), tid(4)]
+    assert on_a[0].held == [] and on_a[1].held == []
+    sim.submit(client, [task(client.peer, 6)])  # a task without inputs: by load, as always
+    assert on_a[0].held == [tid(6)]
+    assert sim.core.state.object_hosts.near_data == 2
+    sim.check_invariants()
+
+
+def test_a_reader_whose_holding_host_is_busy_goes_elsewhere_at_once() -> None:
+    sim, on_a, on_b = hosts_cluster()
+    client = sim.add_client()
+    sim.submit(client, [data_task(client.peer, 1, X), data_task(client.peer, 2, X)])  # both on host a (a0, a1)
+    assert on_a[0].held == [tid(1)] and on_a[1].held == [tid(2)]
+    sim.submit(client, [data_task(client.peer, 3, X)])  # host a is busy: not held back for it
+    assert on_b[0].held == [tid(3)]
+    assert sim.core.state.object_hosts.hosts_of(X) == ("host-a", "host-b")
+    assert sim.core.state.object_hosts.away_from_data == 1
+    sim.check_invariants()
+
+
+def test_a_holding_host_whose_slots_all_compute_is_busy_though_it_has_room_to_stage() -> None:
+    """Its workers take a prefetched task each beyond their slot: a reader staged there would wait behind the running
+    one, so it goes to an idle worker of another host."""
+    sim = SimulatedCluster()
+    on_a = sim.add_worker("a0", capacity=2, host="host-a")
+    on_b = sim.add_worker("b0", capacity=2, host="host-b")
+    client = sim.add_client()
+    sim.submit(client, [data_task(client.peer, 1, X)])
+    assert on_a.held == [tid(1)]
+    sim.submit(client, [data_task(client.peer, 2, X)])
+    assert on_b.held == [tid(2)] and on_a.held == [tid(1)]
+    sim.check_invariants()
