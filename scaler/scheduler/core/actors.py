@@ -91,7 +91,8 @@ class Actors:
     def __init__(self, state: CoreState) -> None:
         self._state = state
         self.actors: dict[TaskID, ActorRecord] = {}
-        self._calls: dict[TaskID, TaskID] = {}  #: a call at a worker -> its actor
+        #: a call at a worker -> its actor (routing.py reads it for every result on a link: is it a call's?)
+        self.calls: dict[TaskID, TaskID] = {}
         self._names: dict[tuple[str, str], TaskID] = {}
         #: why actors ended, for calls made to them after (the latest ENDED_KEPT, oldest first)
         self._ended: dict[TaskID, str] = {}
@@ -187,7 +188,7 @@ class Actors:
 
     def live_calls(self) -> set[TaskID]:
         """The calls not answered yet, waiting here or at a worker (a resuming client need not send them again)."""
-        found = set(self._calls)
+        found = set(self.calls)
         for actor in self.actors.values():
             found.update(waiting[1].task_id for waiting in actor.pending if waiting is not None)
         return found
@@ -196,15 +197,12 @@ class Actors:
         """Whether calls sent on this link are not answered yet (an actor there, or its last calls)."""
         return any(actor.link == link and actor.at_worker for actor in self.actors.values())
 
-    def is_call(self, task_id: TaskID) -> bool:
-        return task_id in self._calls
-
     def call_result(self, peer: PeerID, result: m.TaskResult) -> None:
         """A call's result: to its caller (a stale one, from a worker the actor left, is dropped)."""
-        actor = self.actors.get(self._calls.get(result.task_id, TaskID(b"")))
+        actor = self.actors.get(self.calls.get(result.task_id, TaskID(b"")))
         if actor is None or actor.worker != peer:
             return
-        del self._calls[result.task_id]
+        del self.calls[result.task_id]
         caller = actor.at_worker.pop(result.task_id)
         actor.calls_done += 1
         self._state.answer(PeerID(caller), result)
@@ -213,7 +211,7 @@ class Actors:
 
     def call_log(self, peer: PeerID, log: m.TaskLog | m.StreamItem) -> bool:
         """Output a call printed: to its caller. False when the task is no call."""
-        actor = self.actors.get(self._calls.get(log.task_id, TaskID(b"")))
+        actor = self.actors.get(self.calls.get(log.task_id, TaskID(b"")))
         if actor is None:
             return False
         caller = actor.at_worker.get(log.task_id)
@@ -318,7 +316,7 @@ class Actors:
         )
         logger.info("actor %s lost (%s): restart %d", short(actor.actor_id), reason, actor.restarts)
         for call_id, caller in actor.at_worker.items():
-            self._calls.pop(call_id, None)
+            self.calls.pop(call_id, None)
             self._answer(caller, call_id, m.ResultStatus.ACTOR_RESTARTED, why)
         actor.at_worker.clear()
         actor.state = "placing"
@@ -352,7 +350,7 @@ class Actors:
 
     def _fail_all(self, actor: ActorRecord, status: m.ResultStatus, why: str) -> None:
         for call_id, caller in actor.at_worker.items():
-            self._calls.pop(call_id, None)
+            self.calls.pop(call_id, None)
             self._answer(caller, call_id, status, why)
         actor.at_worker.clear()
         while actor.pending:
@@ -363,7 +361,7 @@ class Actors:
     def _to_worker(self, actor: ActorRecord, client: ClientID, task: m.Task) -> None:
         assert actor.link is not None
         actor.at_worker[task.task_id] = client
-        self._calls[task.task_id] = actor.actor_id
+        self.calls[task.task_id] = actor.actor_id
         self._state.send(actor.link, task)
 
     def _answer(self, client: ClientID, task_id: TaskID, status: m.ResultStatus, why: str) -> None:

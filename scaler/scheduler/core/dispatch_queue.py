@@ -55,6 +55,8 @@ class DispatchQueue:
         self.queued_by_function: dict[Capabilities, dict[str, int]] = {}
         #: exact number of QUEUED tasks per capability set and priority (overtaking.py)
         self._by_priority: dict[Capabilities, dict[int, int]] = {}
+        #: exact number of QUEUED nested tasks (a nesting depth above 0): read on every step (core/preemption.py)
+        self.nested_queued = 0
         #: the highest priority pushed since overtaking.py last looked (None: nothing pushed)
         self.pushed_top: int | None = None
         self._next_turn: dict[ClientID, float] = {}  #: the turn a client's next task gets (at least `_turn_now`)
@@ -105,6 +107,8 @@ class DispatchQueue:
         if by_priority is None:
             by_priority = self._by_priority[key] = {}
         by_priority[priority] = by_priority.get(priority, 0) + 1
+        if priority & _DEPTH_MASK:
+            self.nested_queued += 1
         if self.pushed_top is None or priority > self.pushed_top:
             self.pushed_top = priority
         functions = self.queued_by_function.get(key)
@@ -129,6 +133,8 @@ class DispatchQueue:
         else:
             del self.queued_count[key]
         by_priority, priority = self._by_priority[key], record.traits.priority
+        if priority & _DEPTH_MASK:
+            self.nested_queued -= 1
         if by_priority[priority] > 1:
             by_priority[priority] -= 1
         else:
@@ -152,7 +158,7 @@ class DispatchQueue:
 
     def has_nested(self) -> bool:
         """Whether a nested task (a nesting depth above 0, client/sharing.py) is queued (core/preemption.py)."""
-        return any(priority & _DEPTH_MASK for counts in self._by_priority.values() for priority in counts)
+        return self.nested_queued > 0
 
     def outranking(self, key: Capabilities, priority: int) -> int:
         """How many tasks of capability set `key` are queued above `priority`."""

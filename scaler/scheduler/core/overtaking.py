@@ -38,8 +38,10 @@ class Overtaking:
         """The tasks to ask back from each worker now (usually none)."""
         queue, records = tasks.queue, tasks.records
         pushed_top, queue.pushed_top = queue.pushed_top, None
+        if pushed_top is None:  # nothing pushed since the last step (a step of results): the held ones not asked for
+            return {}
         lowest_held = tasks.lowest_held_priority()
-        if pushed_top is None or lowest_held is None or _user(pushed_top) <= _user(lowest_held) or not len(queue):
+        if lowest_held is None or _user(pushed_top) <= _user(lowest_held) or not len(queue):
             return {}
         if self._asked:
             self._asked = {task_id for task_id in self._asked if task_id in records}

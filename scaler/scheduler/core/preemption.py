@@ -144,7 +144,8 @@ class Preemption:
     def step(self, tasks: TaskTable, workers: dict[PeerID, WorkerRecord], now: float) -> list[WorkerRecord]:
         """The workers whose preemption slots changed now (usually none)."""
         changed: list[WorkerRecord] = []
-        if self._granted and not tasks.queue.has_nested():
+        nested = tasks.queue.nested_queued  # `has_nested`'s count, read without a call: this runs on every step
+        if self._granted and not nested:
             for peer in self._granted:
                 worker = workers.get(peer)
                 if worker is not None and any(
@@ -152,7 +153,7 @@ class Preemption:
                 ):
                     changed.append(worker)
             self._granted.clear()
-        if now < self._plan_after or not tasks.queue.has_nested():
+        if not nested or now < self._plan_after:
             return changed
         self._plan_after = now + PLAN_PERIOD_SECONDS
         for peer, depth in plan(tasks, workers.values(), now).items():

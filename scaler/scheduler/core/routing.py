@@ -265,7 +265,7 @@ class Routing:
         if not r.submissions.accepts(peer, task):
             return
         client = self._state.clients[peer]
-        if r.reattachment.should_park(client.returning, self._state.now):
+        if client.returning and r.reattachment.should_park(True, self._state.now):
             r.reattachment.park(ClientID(peer), task)  # until the workers have re-registered
             return
         self.submit(ClientID(peer), task)
@@ -309,14 +309,18 @@ class Routing:
     # ------------------------------------------------------------ what a processor's link brings
 
     def _on_link_result(self, peer: PeerID, result: m.TaskResult) -> None:
-        """On the path of every task."""
+        """On the path of every task: a plain task's result goes to the lifecycle without `task_ended`'s questions
+        (an actor's start? a task from before a restart?) asked through calls."""
         r = self._r
-        links = r.link_sessions
-        if r.actors.is_call(result.task_id):
-            r.actors.call_result(links.result_read(peer, result).worker, result)
+        links, actors, task_id = r.link_sessions, r.actors, result.task_id
+        if task_id in actors.calls:
+            actors.call_result(links.result_read(peer, result).worker, result)
             return
         worker, changed = links.on_result(peer, result)
-        self.task_ended(worker.peer, result)
+        if task_id in actors.actors or task_id not in self._state.tasks.records:
+            self.task_ended(worker.peer, result)
+        else:
+            r.lifecycle.result_from(worker.peer, result)
         if changed:
             links.keep_processors(worker)
 

@@ -217,7 +217,8 @@ class SchedulerCore:
             self.client_sessions.paused(state.now, now)
         state.now = now
         self.lifecycle.now = now
-        self.reattachment.saw(now)
+        if self.reattachment.started_at is None:  # `saw`'s own test, without the call: it runs for every event
+            self.reattachment.saw(now)
 
     def _on_received(self, peer: PeerID, message: m.Message) -> None:
         if isinstance(message, m.Hello):

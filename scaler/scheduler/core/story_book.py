@@ -6,10 +6,11 @@ last entry always goes in: how it ended). A finished task's story is then kept a
 first; an older one is forgotten, and a request for it is answered with `known=False` and a note saying so.
 `retention_tasks` 0 records no story at all. A live story is one flat list of a few values per entry (no record
 per story nor per entry: a story is written for every task, read for few), made into entries when it is asked for.
-A finished story is packed into one bytes object when its task ends (`_pack`: its plain values pickled, about 1 µs),
-unpacked when it is asked for or added to: the 10,000 kept do not hold the many small objects they were made
-of, which would pin the memory a drained queue's tasks filled (CPython gives an arena back only once every object in
-it is freed). `cause_of` words why a transition happens.
+A finished story is kept as a tuple of its plain values (no work for the collector: it untracks such tuples) until
+the task table empties after a big queue: then the finished stories are pickled as one object (`freeze`), so that
+the 10,000 kept do not hold the many small objects they were made of, which would pin the memory the drained queue's
+tasks filled (an allocator gives memory back only where every object in it is freed). `cause_of` words why a
+transition happens.
 
 The scheduler records its own transitions (`note`), what a worker reported with a result (the processor's
 start and end, `ran`: its stamps kept as a tuple, its entries made only when the story is read), and the waiting
@@ -67,7 +68,7 @@ _HEADER = 5
 #: a queued task has no story here until it moves), or kept as a tuple given to `opened`; its second entry makes it a
 #: list.
 _Seed = tuple[object, float, Any, Words]
-#: The four slots of an entry, plain values only (what `_pack` packs): a scheduler transition (wall time,
+#: The four slots of an entry, plain values only (what `freeze` packs): a scheduler transition (wall time,
 #: what, where, cause), `what` a TaskState's value or text; or a processor's report of one run, kept as it came (its
 #: RunStamps as a tuple, its result's status, the worker, the attempt * 4 plus how many of its entries fit under the
 #: bound), made into entries when the story is read (`_entries_of`).
@@ -101,23 +102,14 @@ _PLAIN: dict[object, str] = {state: state.value for state in TaskState} | {
 _PROTOCOL = 5
 
 
-def _pack(story: _Story) -> bytes:
-    """A finished story as one bytes object: its values (plain ones: text, bytes, numbers, tuples) pickled, in
-    memory only, read back by `_unpack` (pickle rather than marshal: a third faster, and it writes a peer id named
-    several times once)."""
-    try:
-        return pickle.dumps(story, _PROTOCOL)
-    except (pickle.PicklingError, TypeError, AttributeError):  # a cause holding a value pickle does not take: in words
-        plain = story[:]
-        for index in range(_HEADER, len(plain), _SLOTS):
-            if type(plain[index]) is not tuple:  # a scheduler entry's place and cause
-                plain[index + 2], plain[index + 3] = _words(plain[index + 2]), _words(plain[index + 3])
-        return pickle.dumps(plain, _PROTOCOL)
-
-
-def _unpack(packed: bytes) -> _Story:
-    story: _Story = pickle.loads(packed)  # only what `_pack` made: never bytes from outside
-    return story
+def _plain(story: _Story) -> _Story:
+    """The story with its scheduler entries' places and causes in words (for a cause holding a value pickle does not
+    take, `freeze`)."""
+    plain = story[:]
+    for index in range(_HEADER, len(plain), _SLOTS):
+        if type(plain[index]) is not tuple:  # a scheduler entry (a run's stamps are a tuple)
+            plain[index + 2], plain[index + 3] = _words(plain[index + 2]), _words(plain[index + 3])
+    return plain
 
 
 def _new_story(task_id: TaskID, key: object = None) -> _Story:
@@ -159,8 +151,8 @@ class StoryBook:
         #: 0 finished stories kept: no story is recorded at all (what `--story-retention-tasks 0` means)
         self.enabled = retention_tasks > 0
         self._live: dict[TaskID, _Story | _Seed] = {}
-        #: finished stories by task, packed (`_pack`), and their tasks in the order they ended (oldest first)
-        self._finished: dict[TaskID, bytes] = {}
+        #: finished stories by task, each a tuple, and their tasks in the order they ended (oldest first)
+        self._finished: dict[TaskID, tuple[Any, ...]] = {}
         self._ended: collections.deque[TaskID] = collections.deque()
         #: tasks whose id ended again while an older ending is still in `_ended`: how many such older endings (each
         #: passed over when its turn to go comes: the story kept is the latest)
@@ -184,21 +176,25 @@ class StoryBook:
         """The task table emptied far below its peak (`task_table.py`, the shrink rule): the live stories are copied,
         each value made anew, and their table sized for what it holds. A story's values (its entries' times and
         causes, a run's stamps) were made one by one as its task moved, among a big queue's tasks; kept, they pin the
-        memory arenas those tasks filled, which CPython gives back only once empty. The finished ones are one bytes
-        object each already (`_pack`)."""
+        memory those tasks filled. The finished ones go in one object once the table empties (`freeze`)."""
         self._live = {task_id: _fresh(story) for task_id, story in self._live.items()}
 
     def freeze(self) -> None:
         """The task table emptied after a big queue: the finished stories kept become one object until next needed.
-        Each was packed when its task ended, among the queue's memory, and once that memory is given back each pins
-        the pages around it: a 100,000-task drain keeps 19% of its growth with them packed one by one, none without
-        them (`benchmarks/drain_memory.py --stories 0`). One object of them all pins only its own."""
+        Each was made as its task ended, among the queue's memory, and once that memory is given back each of its
+        values pins the memory around it: a 100,000-task drain kept 19% of its growth even with each story pickled
+        as its task ended, none without stories (`benchmarks/drain_memory.py --stories 0`). One object of them all
+        pins only its own."""
         if self._frozen is not None or not self._finished:
             return
         oldest = next((task_id for task_id in self._ended if task_id not in self._ended_again), None)
-        self._frozen_oldest_at = _unpack(self._finished[oldest])[_ENDED_AT] if oldest is not None else 0.0
+        self._frozen_oldest_at = self._ended_at(oldest) if oldest is not None else 0.0
         self._frozen_count = len(self._finished)
-        self._frozen = pickle.dumps((self._finished, list(self._ended), self._ended_again), _PROTOCOL)
+        try:
+            self._frozen = pickle.dumps((self._finished, list(self._ended), self._ended_again), _PROTOCOL)
+        except (pickle.PicklingError, TypeError, AttributeError):  # a cause holding a value pickle does not take
+            plain = {task_id: tuple(_plain(list(story))) for task_id, story in self._finished.items()}
+            self._frozen = pickle.dumps((plain, list(self._ended), self._ended_again), _PROTOCOL)
         self._finished, self._ended, self._ended_again = {}, collections.deque(), {}
 
     def _thaw(self) -> None:
@@ -251,14 +247,14 @@ class StoryBook:
             return False
         if self._frozen is not None:
             self._thaw()
-        packed = self._finished.get(task_id)
-        self._live[task_id] = _new_story(task_id) if packed is None else _unpack(packed)
+        finished = self._finished.get(task_id)
+        self._live[task_id] = _new_story(task_id) if finished is None else list(finished)
         return True
 
     def _closed_again(self, task_id: TaskID) -> None:
-        """After `_reopened`: a finished story is packed back."""
+        """After `_reopened`: a finished story goes back among the finished ones."""
         if task_id in self._finished:
-            self._finished[task_id] = _pack(self._live.pop(task_id))  # type: ignore[arg-type]
+            self._finished[task_id] = tuple(self._live.pop(task_id))
 
     def ended(
         self, task_id: TaskID, now: float, wall_time: float, what: str, where: Words = "", cause: Words = ""
@@ -281,7 +277,7 @@ class StoryBook:
         finished = self._finished
         if task_id in finished:  # its id ended before: that ending is passed over when its turn to go comes
             self._ended_again[task_id] = self._ended_again.get(task_id, 0) + 1
-        finished[task_id] = _pack(story)
+        finished[task_id] = tuple(story)
         ended = self._ended
         ended.append(task_id)
         if len(ended) > self.retention_tasks:
@@ -348,9 +344,14 @@ class StoryBook:
         while ended:
             task_id = ended[0]
             if task_id not in self._ended_again:  # its story is the current one: is it young enough to stay?
-                if now - _unpack(self._finished[task_id])[_ENDED_AT] <= self.retention_seconds:
+                if now - self._ended_at(task_id) <= self.retention_seconds:
                     return
             self._forget(ended.popleft())
+
+    def _ended_at(self, task_id: TaskID) -> float:
+        """When a kept finished story's task ended (monotonic)."""
+        story = self._finished.get(task_id)
+        return float(story[_ENDED_AT]) if story is not None else 0.0
 
     def waiting(self, key: object, wall_time: float, reason: str) -> None:
         """At a status sample, tasks under queue key `key` wait for `reason`: its span grows, or a new one opens."""
@@ -395,7 +396,7 @@ class StoryBook:
         if story is None and self._frozen is not None:
             self._thaw()
         if story is None and task_id in self._finished:
-            story = _unpack(self._finished[task_id])
+            story = list(self._finished[task_id])
         if story is None:
             if not self.enabled:
                 note = "stories are off on this scheduler (--story-retention-tasks 0)"

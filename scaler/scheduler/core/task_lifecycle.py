@@ -94,7 +94,7 @@ class TaskLifecycle:
         self._outcomes: dict[Outcome, Callable[[TaskRecord, dict[str, object]], None]] = {
             Outcome.ENQUEUE: lambda record, details: self._enqueue(record),
             Outcome.ASSIGN: lambda record, details: self._assign(record, _detail(details, "worker", WorkerRecord)),
-            Outcome.FINISH: lambda record, details: self._finish(record, _detail(details, "result", TaskResult)),
+            Outcome.FINISH: self._finish_with,
             Outcome.CANCEL_NOW: lambda record, details: self._cancel_now(record),
             Outcome.CANCEL_AT_WORKER: lambda record, details: self._cancel_at_worker(record),
             Outcome.END_CANCELED: lambda record, details: self._end_canceled(record),
@@ -165,7 +165,7 @@ class TaskLifecycle:
         self._outcomes[action](record, details)
 
     def result_from(self, worker: PeerID, result: TaskResult) -> None:
-        record = self._tasks.get(result.task_id)
+        record = self._tasks.records.get(result.task_id)  # the table's `get` without the call: once per task
         if record is None or record.worker != worker:
             logger.debug("stale result for task %s dropped", result.task_id.hex())
             return
@@ -432,6 +432,11 @@ class TaskLifecycle:
         else:
             self._tasks.failed += 1
         self._end(record, result, ran_on=ran_on, run_seconds=run_seconds)
+
+    def _finish_with(self, record: TaskRecord, details: dict[str, object]) -> None:
+        """FINISH with the event's result (on the path of every task: the common detail read without `_detail`)."""
+        result = details.get("result")
+        self._finish(record, result if type(result) is TaskResult else _detail(details, "result", TaskResult))
 
     def _cancel_now(self, record: TaskRecord) -> None:
         self._tasks.canceled += 1

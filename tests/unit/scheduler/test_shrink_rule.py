@@ -127,13 +127,13 @@ def test_the_graph_table_is_rebuilt_once_its_graphs_have_ended() -> None:
     assert [registry.get(graph.graph_id) for graph in graphs[-10:]] == graphs[-10:]
 
 
-def test_a_drained_queues_records_are_gone_and_its_kept_stories_are_packed_and_frozen() -> None:
+def test_a_drained_queues_records_are_gone_and_its_kept_stories_are_frozen_as_one_object() -> None:
     """Issue 58: once a big queue has run and its client left, nothing of its tasks is held but the stories the
-    retention keeps, each one bytes object (a story's many small values, made among the queue's tasks, would pin the
-    memory they filled), all of them one object once the table is empty (`freeze`; without it the first assertion on
-    the book fails): the table, the by-client sets, the dispatch queue's heaps and its per-client entries, the
-    counts of the gone client, the live stories. Fails without `_pack` in `StoryBook.ended` (the kept stories are
-    lists), and with `forget_client` switched off (the gone client's counts stay)."""
+    retention keeps, all of them one object once the table is empty (a story's many small values, made among the
+    queue's tasks, would pin the memory they filled; `freeze`, without which the first assertion on the book fails),
+    each a tuple once made back: the table, the by-client sets, the dispatch queue's heaps and its per-client entries,
+    the counts of the gone client, the live stories. Fails with the kept stories left as lists in `StoryBook.ended`,
+    and with `forget_client` switched off (the gone client's counts stay)."""
     sim = SimulatedCluster()
     client = sim.add_client()
     total = 3 * MIN_PEAK
@@ -150,5 +150,5 @@ def test_a_drained_queues_records_are_gone_and_its_kept_stories_are_packed_and_f
     assert not book._live and table.shrink.rebuilds >= 1
     assert book._frozen is not None and not book._finished and len(book) == min(total, book.retention_tasks)
     assert book.story(tid(total - 1)).known and not book.story(tid(0)).known
-    kept = list(book._finished.values())  # asked for: made back, each one bytes object
-    assert len(kept) == min(total, book.retention_tasks) and {type(story) for story in kept} == {bytes}
+    kept = list(book._finished.values())  # asked for: made back, each one tuple
+    assert len(kept) == min(total, book.retention_tasks) and {type(story) for story in kept} == {tuple}
