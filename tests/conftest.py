@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,13 @@ if os.environ.get(_MADE_BY) is None:
     # named after this process, so that tests/reaping.py removes it when the run is killed before pytest_unconfigure
     os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix=f"scaler-test-config-{os.getpid()}-")
     os.environ[_MADE_BY] = str(os.getpid())
+
+# Tests stop what they start with Ctrl-C (SIGINT) as a terminal sends it. A run started in the background of a script
+# (`nohup make test &`) inherits SIGINT ignored, and an ignored signal stays ignored across exec: a server the tests
+# start would then ignore their Ctrl-C (the docs site's `scaler --docs --serve` did) and the test would wait it out.
+# A handler of this process's own is reset to the default in every process it starts.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Each test process of a run (pytest-xdist's gw0, gw1, ...), and every process it starts, takes its free ports from a
 # range of its own: two test processes picking a free block at the same moment picked the same one now and then, and
