@@ -33,9 +33,10 @@ demo: $(RUNTIME_STAMP)
 # network, `scaler_fake_cloud --isolate-network`; Debian package nftables), munged, slurmctld, slurmd and sbatch (a
 # real Slurm on this host for the Slurm manager's tests, which start its daemons themselves: Debian packages munge,
 # slurmctld, slurmd and slurm-client; a /usr/sbin/policy-rc.d exiting 101, made for the install when there is none,
-# keeps apt from starting the services). Installed with apt-get when missing and possible; otherwise those tests
-# skip, saying why.
-TEST_PROGRAMS ?= tmux chromium chromedriver nft munged slurmctld slurmd sbatch
+# keeps apt from starting the services), slirp4netns (a documentation page's network of its own, so the pages at the
+# docs' ports run side by side: tests/docs/own_network.py). Installed with apt-get when missing and possible;
+# otherwise those tests skip, saying why (the pages at the docs' ports then run one after another).
+TEST_PROGRAMS ?= tmux chromium chromedriver nft munged slurmctld slurmd sbatch slirp4netns
 test-tools:
 	@missing=""; for program in $(TEST_PROGRAMS); do command -v $$program >/dev/null 2>&1 || missing="$$missing $$program"; done; \
 	missing=$$(echo "$$missing" | sed 's/chromedriver/chromium-driver/; s/nft/nftables/; s/munged/munge/; s/sbatch/slurm-client/'); \

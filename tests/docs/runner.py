@@ -91,6 +91,8 @@ class PageRun:
     folder: Path
     environment: dict[str, str]
     python: Path  #: the reader's `python` (the virtual environment's)
+    #: what every command of the page runs behind: entering the page's own network (tests/docs/own_network.py)
+    prefix: tuple[str, ...] = ()
     cwd: Path = field(init=False)
     background: list[Background] = field(default_factory=list)
     _logs: int = 0
@@ -187,8 +189,8 @@ class PageRun:
 
     def _call(self, argv: list[str], timeout_seconds: float, what: str) -> tuple[int, str]:
         process = subprocess.Popen(
-            argv, cwd=self.cwd, env=self.environment, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, start_new_session=True,
+            [*self.prefix, *argv], cwd=self.cwd, env=self.environment, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         try:
             output, _ = process.communicate(timeout=timeout_seconds)
@@ -215,7 +217,7 @@ class PageRun:
         log = self.folder / f".doc-test-background-{self._logs}.log"
         environment = {**self.environment, "PYTHONUNBUFFERED": "1"}  # as a terminal shows it: line by line
         simple = re.match(r"^[\w./-]", command) is not None  # a program, not a subshell or a compound command
-        argv = ["bash", "-c", f"exec {command}" if simple else command]
+        argv = [*self.prefix, "bash", "-c", f"exec {command}" if simple else command]
         reader = None
         if program.terminal:
             leader, follower = pty.openpty()

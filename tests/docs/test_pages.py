@@ -9,8 +9,9 @@ block that cannot run here says why in an HTML comment the reader does not see (
 Long-running commands (a stack, the fake cloud, `scaler_top`) run in the background, the next step starting once
 they printed what a reader waits for, and stop with Ctrl-C where the page says so or at its end
 (tests/docs/programs.py, runner.py). The pages that start servers use the ports the docs name (8516-8518, 5000,
-50001, ...), so they run one after another, in one test process (one xdist group), with the other run of such a page
-at ports of its own (`xdist_group_of`); the others in whichever test process is free, beside them. The wheel and
+50001, ...): each such run has a network of its own where the machine allows it (tests/docs/own_network.py), and
+goes to whichever test process is free, as the other pages do; elsewhere they run one after another, in one test
+process (one xdist group), with the other run of such a page at ports of its own (`xdist_group_of`). The wheel and
 the two readers' environments are made once per run and shared by every test process (tests/docs/conftest.py); with
 the current pip, a page runs only up to its last step where pip is at work (`steps_for`), the bundled pip's run
 walking every step.
@@ -33,6 +34,7 @@ from pathlib import Path
 import pytest
 
 from scaler.io.address import LOWEST_FREE_PORT
+from tests.docs import own_network
 from tests.docs.programs import long_running
 from tests.docs.readers import FLAVOURS, Reader
 from tests.docs.report import cpu_seconds, record
@@ -99,9 +101,9 @@ def pip_steps(steps: list[Step]) -> list[Step]:
 
 
 def group_of(steps: list[Step]) -> str:
-    """Steps that start servers at the ports the docs name (8516-8518, 5000, 50001, ...) run one after another in one
-    test process (an xdist group) and hold a machine-wide lock; the others (clusters of their own at free ports, a
-    port no other page names, installs) in another, beside them."""
+    """AT_FIXED_PORTS for steps that start servers at the ports the docs name (8516-8518, 5000, 50001, ...), which no
+    other run may use at the same time (`network_of`); "docs" for the others (clusters of their own at free ports, a
+    port no other page names, installs)."""
     for step in steps:
         if step.skip_reason is not None:
             continue
@@ -128,16 +130,26 @@ FIXED_PORTS_LOCK = Path(tempfile.gettempdir()) / "scaler-doc-tier-fixed-ports.lo
 
 
 @contextlib.contextmanager
-def ports_of(page: str, steps: list[Step]) -> Iterator[None]:
-    """The locks a page's run holds: the docs' ports' (`group_of`), and, when its steps name a port of the page's
-    own, the page's: its two runs (one per pip) name the same ports, and the one at the docs' ports and the other
-    beside it once met at bursting.md's 7516 ("cannot listen at the file's address ... already in use")."""
-    with contextlib.ExitStack() as held:
-        if own_ports(steps):
-            held.enter_context(locked(Path(tempfile.gettempdir()) / f"scaler-doc-tier-{Path(page).stem}.lock"))
-        if group_of(steps) == AT_FIXED_PORTS:  # taken after the page's own, by every run in that order
-            held.enter_context(locked(FIXED_PORTS_LOCK))
-        yield
+def network_of(page: str, steps: list[Step]) -> Iterator[tuple[str, ...]]:
+    """Where a page's run is alone at the ports it names (the docs' or its own); yields the argv prefix of its
+    commands. Where the machine allows it, a network of its own (tests/docs/own_network.py), whatever runs beside it.
+    Otherwise, and for a Slurm page (its Slurm answers on the machine's network), the locks of those ports: the docs'
+    (`group_of`), held machine-wide, and the page's own, which its two runs (one per pip) both name: the one at the
+    docs' ports and the other beside it once met at bursting.md's 7516 ("cannot listen at the file's address ...
+    already in use")."""
+    at_fixed_ports = group_of(steps) == AT_FIXED_PORTS
+    if not (at_fixed_ports or own_ports(steps)):
+        yield ()
+    elif page not in SLURM_PAGES and own_network.unavailable() is None:
+        with own_network.own_network() as prefix:
+            yield prefix
+    else:
+        with contextlib.ExitStack() as held:
+            if own_ports(steps):
+                held.enter_context(locked(Path(tempfile.gettempdir()) / f"scaler-doc-tier-{Path(page).stem}.lock"))
+            if at_fixed_ports:  # taken after the page's own, by every run in that order
+                held.enter_context(locked(FIXED_PORTS_LOCK))
+            yield ()
 
 
 def own_ports(steps: list[Step]) -> set[int]:
@@ -160,15 +172,18 @@ def flavours_of(page: str) -> list[str]:
 SLURM_PAGES = frozenset({"docs/guide/slurm.md"})
 
 
-def xdist_group_of(page: str, flavour: str) -> str | None:
-    """The runs at the docs' ports go one after another in one test process (an xdist group); so does a run at a
-    page's own ports whose other run is in that group: the two hold the page's lock (`ports_of`), and the one run
-    elsewhere would wait idle in its process while the group's ran (bursting.md's current-pip run once waited there
-    for its bundled run, about a minute and a half of a test process doing nothing). The others are handed to
-    whichever process is free (the readers' environments are shared by all: tests/docs/conftest.py). A Slurm page
+def xdist_group_of(page: str, flavour: str, own_networks: bool | None = None) -> str | None:
+    """Which test process a run goes to. With networks of their own (`own_networks`, by default where the machine
+    allows them: `network_of`), any that is free. Without, the runs at the docs' ports go one after another in one
+    test process (an xdist group), and so does a run at a page's own ports whose other run is in that group: the two
+    hold the page's lock, and the one run elsewhere would wait idle in its process while the group's ran
+    (bursting.md's current-pip run once waited there for its bundled run, about a minute and a half of a test process
+    doing nothing). The readers' environments are shared by all test processes (tests/docs/conftest.py). A Slurm page
     runs in the Slurm tests' process."""
     if page in SLURM_PAGES:
         return "slurm"
+    if own_networks if own_networks is not None else own_network.unavailable() is None:
+        return None
     steps = steps_for(page, flavour)
     if group_of(steps) == AT_FIXED_PORTS:
         return AT_FIXED_PORTS
@@ -183,10 +198,9 @@ def marks_of(page: str, flavour: str) -> list[pytest.MarkDecorator]:
     return [] if group is None else [pytest.mark.xdist_group(group)]
 
 
+PAGE_RUNS = [(page, flavour) for page in PAGES for flavour in flavours_of(page)]
 RUNS = [
-    pytest.param(page, flavour, marks=marks_of(page, flavour), id=f"{page}-{flavour}")
-    for page in PAGES
-    for flavour in flavours_of(page)
+    pytest.param(page, flavour, marks=marks_of(page, flavour), id=f"{page}-{flavour}") for page, flavour in PAGE_RUNS
 ]
 
 
@@ -214,8 +228,12 @@ def test_a_pages_two_runs_wait_for_each_other_at_its_own_ports() -> None:
     assert all(7516 in own_ports(flavour_steps) for flavour_steps in steps.values()), steps
     # and they run in one test process, one after the other, rather than one waiting idle for the other's lock
     assert group_of(steps["current"]) == "docs", "the current pip's run names none of the docs' ports"
-    assert {xdist_group_of("docs/guide/bursting.md", flavour) for flavour in FLAVOURS} == {AT_FIXED_PORTS}
-    assert xdist_group_of("docs/guide/scaling_and_cloud.md", "current") is None, "an install holds no port"
+    assert {xdist_group_of("docs/guide/bursting.md", flavour, own_networks=False) for flavour in FLAVOURS} == {
+        AT_FIXED_PORTS
+    }
+    assert xdist_group_of("docs/guide/scaling_and_cloud.md", "current", own_networks=False) is None, "no port"
+    # with networks of their own, no run waits for another: each goes to whichever test process is free
+    assert {xdist_group_of(page, flavour, own_networks=True) for page, flavour in PAGE_RUNS} == {None, "slurm"}
 
 
 def test_the_current_pip_runs_each_pages_installs() -> None:
@@ -252,10 +270,10 @@ def test_a_page_runs_as_written(
     home = tmp_path_factory.mktemp(f"{Path(page).stem}-{flavour}")
     folder = home / "work"
     folder.mkdir()
-    run = PageRun(page, folder, reader.page_environment(home), reader.python)
     keep_going = os.environ.get("DOC_TEST_KEEP_GOING") == "1"
     results: list[StepResult] = []
-    with ports_of(page, steps):
+    with network_of(page, steps) as prefix:
+        run = PageRun(page, folder, reader.page_environment(home), reader.python, prefix)
         wall, cpu = time.monotonic(), cpu_seconds()
         try:
             for step in steps:
