@@ -244,7 +244,7 @@ def _print_completion(shell: str) -> int:
 
 def _print_example(name: str) -> int:
     from scaler.config.example_files import example_listing, example_text
-    from scaler.config.loader import ConfigError
+    from scaler.config.toml_file import ConfigError  # not the loader's import of pydantic: a second of CPU
 
     try:
         text = example_text(name) if name else example_listing("scaler") + "\n"
@@ -256,7 +256,7 @@ def _print_example(name: str) -> int:
 
 def _print_docs(name: str) -> int:
     from scaler.config.installed_docs import docs_listing, page_for_terminal
-    from scaler.config.loader import ConfigError
+    from scaler.config.toml_file import ConfigError
 
     if name.strip() == "try":
         return _write(TRY_PAGE_TEXT)
