@@ -3,8 +3,11 @@
 parfun (`opengris-parfun`, the reference family's library of parallel functions; the test extra installs it with its
 own dependencies, not `opengris-scaler`) imports in its Scaler backend `Client`, `SchedulerClusterCombo`,
 `ScalerFuture`, `ObjectReference` and the reference's `scaler.worker.agent.processor.processor.Processor`, and gets
-ours. Its wheel leaves its tests out: pip downloads its source distribution once (into `.conformance-suites/` next to
+ours. Its wheel leaves its tests out: its source distribution is downloaded once (into `.conformance-suites/` next to
 the repository, which git ignores) and only its `tests/` folder is kept, so that the tests import the installed parfun.
+The download asks the package index's simple API for the file and checks its sha256, as pip does; `pip download`
+would also build the distribution's metadata in an isolated environment of its build requirements (setuptools, mypy,
+black, flake8...), about 40 s of a clean clone's run. It is the fallback where that API does not answer.
 They run in a pytest of their own (their package is named `tests`, as ours is), configured by nothing of ours: every
 test of `tests/backend/test_scaler.py` (each starts a cluster of four workers holding one task each, issue 73's setting)
 and the decorators' Scaler test, less the exclusions (exclusions.py, suite "parfun"). Their outcomes come back in a
@@ -14,7 +17,9 @@ JUnit report; the test here passes when every one of them passed.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import importlib.metadata
+import json
 import os
 import shutil
 import subprocess
@@ -22,6 +27,8 @@ import sys
 import tarfile
 import tempfile
 import time
+import urllib.parse
+import urllib.request
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,8 +48,11 @@ SELECTED = {
     "TestScalerBackend.*": "tests/backend/test_scaler.py",
     "TestDecorators.test_parallel_nested_calls": "tests/test_decorators.py::TestDecorators::test_parallel_nested_calls",
 }
-#: how long fetching the source distribution may take (pip prepares its metadata in an isolated build environment)
+#: how long fetching the source distribution may take (pip, the fallback, prepares its metadata in an isolated build
+#: environment)
 FETCH_TIMEOUT_SECONDS = 600.0
+#: the simple API's JSON form (PEP 691)
+SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
 #: the suite's bound: nine of its tests start a cluster each, one computes 80 s of sleeps on it
 RUN_TIMEOUT_SECONDS = 1800.0
 
@@ -64,14 +74,10 @@ def suite_folder() -> Path:
 
 def _fetch_tests(version: str, folder: Path) -> None:
     with tempfile.TemporaryDirectory() as download:
-        fetched = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", DISTRIBUTION,
-             "--dest", download, f"{DISTRIBUTION}=={version}"],
-            capture_output=True, text=True, timeout=FETCH_TIMEOUT_SECONDS,
-        )  # fmt: skip
+        problem = _download_source(version, Path(download))
         archives = list(Path(download).glob("*.tar.gz"))
-        if fetched.returncode != 0 or not archives:
-            pytest.skip(f"could not download {DISTRIBUTION} {version}'s source distribution: {fetched.stderr[-500:]}")
+        if problem is not None or not archives:
+            pytest.skip(f"could not download {DISTRIBUTION} {version}'s source distribution: {problem}")
         staging = Path(download) / "unpacked"
         with tarfile.open(archives[0]) as archive:
             root = archive.getnames()[0].split("/")[0]
@@ -81,6 +87,31 @@ def _fetch_tests(version: str, folder: Path) -> None:
         folder.mkdir()
         (staging / root / "tests").rename(folder / "tests")
         (folder / "pytest.ini").write_text("[pytest]\n")  # so that pytest reads no configuration of ours above it
+
+
+def _download_source(version: str, into: Path) -> str | None:
+    """The release's source distribution into `into`, from the index's simple API (PEP 691), else by `pip download`;
+    what went wrong, or None."""
+    index = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple/").rstrip("/")
+    wanted = f"{DISTRIBUTION.replace('-', '_')}-{version}.tar.gz"
+    try:
+        page = f"{index}/{DISTRIBUTION}/"
+        with urllib.request.urlopen(urllib.request.Request(page, headers={"Accept": SIMPLE_JSON}),
+                                    timeout=FETCH_TIMEOUT_SECONDS) as answer:  # fmt: skip
+            (listed,) = [file for file in json.load(answer)["files"] if file["filename"] == wanted]
+        with urllib.request.urlopen(urllib.parse.urljoin(page, listed["url"]), timeout=FETCH_TIMEOUT_SECONDS) as answer:
+            data = answer.read()
+        if hashlib.sha256(data).hexdigest() == listed["hashes"]["sha256"]:
+            (into / wanted).write_bytes(data)
+            return None
+    except (OSError, ValueError, KeyError):
+        pass  # no such API or file there: pip knows the configured index
+    fetched = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", DISTRIBUTION,
+         "--dest", str(into), f"{DISTRIBUTION}=={version}"],
+        capture_output=True, text=True, timeout=FETCH_TIMEOUT_SECONDS,
+    )  # fmt: skip
+    return None if fetched.returncode == 0 else fetched.stderr[-500:]
 
 
 def _outcomes(report: Path) -> dict[str, str]:
