@@ -102,9 +102,10 @@ def serve(folder: Path) -> Iterator[str]:
         thread.join(timeout=10)
 
 
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Any]:
-    with chromium(tmp_path) as driver:
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One chromium for the module's walks (each of another site, on a port of its own): a start is seconds."""
+    with chromium(tmp_path_factory.mktemp("browser")) as driver:
         yield driver
 
 
