@@ -13,6 +13,7 @@ import zmq
 import zmq.auth
 
 from scaler.io.sockets import Closeable, Socket
+from scaler.security.curve import StoppingAuthenticator
 
 
 class CurveForTheSeam:
@@ -38,7 +39,7 @@ class CurveForTheSeam:
         authenticator = ThreadAuthenticator(context)
         authenticator.start()
         authenticator.configure_curve_callback("*", credentials_provider=self)
-        return _Stopping(authenticator)
+        return StoppingAuthenticator(authenticator)
 
     def peer_roles(self) -> None:  # no roles here: this one only shows the handshake
         return None
@@ -49,14 +50,6 @@ class CurveForTheSeam:
         self.refused.append(public_key)
         self.refusal_seen.set()
         return False
-
-
-class _Stopping:
-    def __init__(self, authenticator: Any) -> None:
-        self._authenticator = authenticator
-
-    def close(self) -> None:
-        self._authenticator.stop()
 
 
 def curve_keys(directory: Path, name: str) -> tuple[bytes, bytes]:

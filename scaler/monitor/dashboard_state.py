@@ -144,6 +144,7 @@ class DashboardState:
             },
             "objects": {"count": stats.object_count, "bytes": stats.object_bytes},
             "storage": storage_view(snapshot.storage),
+            "placement": {"near_data": stats.near_data, "away_from_data": stats.away_from_data},
             "egress": [[time, sent, to_caches] for time, sent, to_caches in self.egress],
             "throughput": [[time, rate] for time, rate in self.throughput],
             "memory": [[time, used, limit] for time, used, limit in self.memory],

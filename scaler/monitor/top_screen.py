@@ -125,6 +125,7 @@ def render(
         lines.append("mem: the worker's PSS (agent and processors); limit*: its cgroup's memory limit")
     lines += waiting_lines(snapshot.pending)
     lines += storage_lines(snapshot.storage)
+    lines += placement_lines(snapshot.scheduler)
     lines += _clients_and_functions(snapshot)
     lines += spend_lines(snapshot.managers)
     lines += warm_lines(snapshot.managers)
@@ -177,6 +178,17 @@ def storage_lines(storage: StorageTraffic) -> list[str]:
         f"transfer(s) under way, {size(storage.transfer_bytes_left)} to go"
     )
     return ["", summary, *_host_lines(storage), *_object_lines(storage), *_transfer_lines(storage)]
+
+
+def placement_lines(stats: m.SchedulerStats) -> list[str]:
+    """Where tasks naming large inputs went, once any did: to a host holding one of their inputs (near), or elsewhere
+    at once because every holding host was busy (away): many "away" is why such tasks fetch their inputs again."""
+    if not (stats.near_data or stats.away_from_data):
+        return []
+    return [
+        f"tasks with large inputs: {stats.near_data} placed near their data, {stats.away_from_data} away "
+        "(the hosts holding their inputs busy)"
+    ]
 
 
 def _host_lines(storage: StorageTraffic) -> list[str]:

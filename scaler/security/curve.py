@@ -64,10 +64,12 @@ class CurveSecurity:
         assert provider is not None
         for domain in ("*", MONITOR_DOMAIN):  # "*": sockets without a domain; pyzmq matches domains exactly
             authenticator.configure_curve_callback(domain, credentials_provider=provider)
-        return _StoppingAuthenticator(authenticator)
+        return StoppingAuthenticator(authenticator)
 
 
-class _StoppingAuthenticator:
+class StoppingAuthenticator:
+    """A started ZAP authenticator as the `Closeable` a transport security returns: closing it stops its thread."""
+
     def __init__(self, authenticator: Any) -> None:
         self._authenticator = authenticator
 

@@ -6,6 +6,11 @@ README says until the package is published (`pip install ~/scaler-wheels/scaler_
 Each page gets a home of its own (its `~`: fresh keys in `~/.config/scaler`, the README's `~/scaler-wheels`), and a
 working folder in it. Only download caches are shared with the machine's (pip's, uv's, the fake cloud units'), so
 that pages do not download the same packages again; nothing that changes what a command does is.
+
+The reader's pip does not compile what it installs to bytecode (`NO_COMPILE`): compiling was most of an install's
+time (63% of the samples of migrating.md's `pip install "scaler-compute[joblib,dask]"` under pip 23.2.1, in py-spy),
+and nothing a page checks depends on it: pip goes on past a file that does not compile, and Python compiles a module
+the first time it imports it.
 """
 
 from __future__ import annotations
@@ -24,6 +29,10 @@ WHEEL_FOLDER = "scaler-wheels"
 INSTALL = f"pip install --quiet ~/{WHEEL_FOLDER}/scaler_compute-*.whl ~/{WHEEL_FOLDER}/scaler_rehearsal-*.whl"
 #: Download caches of the machine a page's home links to (under ~/.cache).
 _SHARED_CACHES = ("pip", "uv", "scaler-fake-cloud")
+#: What the reader's pip is told through its environment: install without compiling to bytecode (the module's
+#: docstring says why). pip reads `PIP_NO_COMPILE=1` as "compile" (its negated options' known inversion), so the
+#: option's own name says it.
+NO_COMPILE = {"PIP_COMPILE": "0"}
 #: Variables of the test session a reader's shell does not have.
 _NOT_THE_READERS = ("SCALER_", "PYTEST_", "XDG_", "VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "COV_")
 
@@ -54,7 +63,7 @@ class Reader:
         environment = {name: value for name, value in os.environ.items() if not name.startswith(_NOT_THE_READERS)}
         (home / "tmp").mkdir(exist_ok=True)  # what a page leaves in the temporary folder goes with its home
         environment.update(HOME=str(home), PATH=os.pathsep.join(path), VIRTUAL_ENV=str(self.venv),
-                           TMPDIR=str(home / "tmp"))  # fmt: skip
+                           TMPDIR=str(home / "tmp"), **NO_COMPILE)  # fmt: skip
         if "PYENV_ROOT" not in environment and (Path.home() / ".pyenv").is_dir():
             environment["PYENV_ROOT"] = str(Path.home() / ".pyenv")  # where the fake cloud finds its Pythons
         return environment
@@ -68,7 +77,7 @@ def make_reader(flavour: str, root: Path, wheels: Path) -> Reader:
     _run([base, "-m", "venv", str(venv)], 300)
     python = str(venv / "bin" / "python")
     if flavour == "current":
-        _run([python, "-m", "pip", "install", "--quiet", "--upgrade", "pip"], 300)
+        _run([python, "-m", "pip", "install", "--quiet", "--upgrade", "pip"], 300, {**os.environ, **NO_COMPILE})
     reader = Reader(flavour, venv, "", wheels)
     environment = reader.page_environment(root / "home")
     _run(["bash", "-c", INSTALL], 900, environment, cwd=root / "home")

@@ -94,12 +94,13 @@ def laptop(tmp_path_factory: pytest.TempPathFactory) -> Laptop:
     venv = folder / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=180)
     wheel = wheel_of(this_build(), folder / "wheels")
-    # the versions this test environment has: pip finds them in its cache
+    # the versions this test environment has, installed by the uv beside this interpreter (from its cache: seconds,
+    # where pip took most of a minute on this 2-core machine); the laptop's own pip stays, as a user's venv has it
     constraints = folder / "constraints.txt"
     constraints.write_text("".join(f"{line}\n" for line in _installed_pins()))
     installed = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-c",
-         str(constraints), f"{wheel.path}[aws]", LAPTOP_PACKAGE],
+        [str(Path(sys.executable).parent / "uv"), "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
+         "-c", str(constraints), f"{wheel.path}[aws]", LAPTOP_PACKAGE],
         capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert installed.returncode == 0, installed.stderr[-3000:]

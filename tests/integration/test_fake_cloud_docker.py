@@ -18,7 +18,7 @@ import pytest
 
 from scaler import Client
 from scaler.io.address import free_tcp_port_block
-from tests.integration.cloud_harness import UNIT_PYTHON, this_build
+from tests.integration.cloud_harness import SESSION_VARIABLES, UNIT_PYTHON, this_build
 from tests.integration.conftest import CLOUD_START_SECONDS, CLOUD_STOP_SECONDS, Launcher, wait_for
 from tests.integration.test_cloud_burst import ECS_FLAGS
 from tests.integration.test_cloud_faults import SCALING
@@ -69,8 +69,10 @@ def test_ecs_tasks_run_as_containers_of_the_worker_image(
                            str(tmp_path / "cloud"))  # fmt: skip
     cloud.wait_for_log("AWS_ENDPOINT_URL=", CLOUD_START_SECONDS)
     endpoint = f"http://127.0.0.1:{port}"
+    # the session's `environment = "requirements"`: this build and its requirements, not the test environment's
+    # hundred-odd distributions (environment = sync), which each container installed for a minute and a half
     credentials = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                   "AWS_DEFAULT_REGION": "us-east-1"}  # fmt: skip
+                   "AWS_DEFAULT_REGION": "us-east-1", **SESSION_VARIABLES}  # fmt: skip
     s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=endpoint, aws_access_key_id="testing",
                       aws_secret_access_key="testing")  # fmt: skip
     wheel = this_build()

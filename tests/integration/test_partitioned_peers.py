@@ -256,17 +256,17 @@ def test_a_worker_cut_off_from_the_object_storage_only_fails_its_task_naming_the
     netns: Any, launcher: Launcher, processes: ProcessWatch, tmp_path: Path
 ) -> None:
     """The worker still hears the scheduler; only its packets to and from the storage port are dropped. The task
-    must end (the processor's storage request times out: after 10 s here, `--storage-timeout-seconds`; 60 s by
-    default) with an error naming the storage. The task has
-    to go to storage: it returns 1 MB, over the inline limit, which its processor must store. (An argument of 1 MB
-    would not do: the namespace shares the host's /dev/shm, so the worker is on the storage's host and maps a large
-    argument from the segment directory by name, without asking the storage; docs/architecture.md "Objects in
-    shared memory".) Checked with the mechanism off: with the storage connection's timeout disabled the future never
-    completes and the test fails on its own deadline."""
+    must end (the processor's storage request times out: after 4 s of silence here, `--storage-timeout-seconds`;
+    60 s by default) with an error naming the storage. The task has to go to storage: it returns 1 MB, over the inline
+    limit, which its processor must store. (An argument of 1 MB would not do: the namespace shares the host's
+    /dev/shm, so the worker is on the storage's host and maps a large argument from the segment directory by name,
+    without asking the storage; docs/architecture.md "Objects in shared memory".) Checked with the mechanism off:
+    with the storage connection's timeout disabled the future never completes and the test fails on its own
+    deadline."""
     cut_off = netns(208)
     scheduler, storage, status = stack_on(cut_off.host_ip, launcher)
     start_in(cut_off, processes, tmp_path / "pool.log", "scaler_cluster", "-n", "1", scheduler, "-his", "0.5",
-             "--storage-timeout-seconds", "10")  # fmt: skip
+             "--storage-timeout-seconds", "4")  # fmt: skip
     with monitor(status) as next_snapshot:
         next_snapshot(lambda s: len(s.workers) == 1)
     port = storage.rsplit(":", 1)[1]

@@ -191,14 +191,14 @@ def test_a_job_that_can_never_start_is_named_and_not_submitted_again(
 
 
 def test_a_worker_near_its_time_limit_drains_and_hands_its_work_over(manager: Manager, stack: Addresses) -> None:
-    """Jobs of one minute: each worker drains 20 s before it must be gone (10 s before the limit), the manager
-    launches its replacement then, and the worker leaves once its task ends: its job ends COMPLETED, not killed at
-    its limit (TIMEOUT), and every task succeeds. Checked by switching it off: without the worker's lifetime the
-    first job ends TIMEOUT, its task cut short."""
-    service = manager.start("-mtc", "1", "--slurm-time-limit", "1", "--lifetime-drain-seconds", "20")
+    """Jobs of one minute (Slurm's shortest limit): each worker drains 40 s before it must be gone (10 s before the
+    limit), the manager launches its replacement then, and the worker leaves once its task ends: its job ends
+    COMPLETED, not killed at its limit (TIMEOUT), and every task succeeds. Checked by switching it off: without the
+    worker's lifetime the first job runs on towards its limit, and the wait for it to end times out."""
+    service = manager.start("-mtc", "1", "--slurm-time-limit", "1", "--lifetime-drain-seconds", "40")
     with Client(stack.scheduler) as client:
-        futures = [client.submit(nap, 2.0) for _ in range(20)]  # 40 s of work for one worker: past its drain
-        assert [future.result(timeout=180) for future in futures] == [2.0] * 20
+        futures = [client.submit(nap, 2.0) for _ in range(10)]  # 20 s of work for one worker: past its drain
+        assert [future.result(timeout=180) for future in futures] == [2.0] * 10
     jobs = sorted(manager.jobs("all"), key=lambda job: int(job[0]))
     assert len(jobs) >= 2, jobs
     wait_for(lambda: dict((job, state) for job, state, _ in manager.jobs("all"))[jobs[0][0]] != "RUNNING",

@@ -110,3 +110,15 @@ def test_the_scheduler_core_publishes_the_storage_traffic_its_shell_read() -> No
     core = SchedulerCore(CoreSettings("s", "o", local_python_version()), strict=True)
     core.handle(ShellStats(1.0, 2, 3, 4, 5, 6, storage=traffic()))
     assert core.view().storage == traffic()
+
+
+def test_top_and_the_dashboard_count_tasks_placed_near_their_data_and_away() -> None:
+    """Checked with each off: `placement_lines` not called by `render` fails the top's part; the view's `placement`
+    left out fails the dashboard's."""
+    placed = m.StatusSnapshot(1.0, m.SchedulerStats(near_data=7, away_from_data=2), wall_time=1.0)
+    text = "\n".join(render(placed, [], Sorting(), "tcp://x:8518"))
+    assert "tasks with large inputs: 7 placed near their data, 2 away (the hosts holding their inputs busy)" in text
+    assert "tasks with large inputs" not in "\n".join(render(status(1.0, StorageTraffic()), [], Sorting(), "x"))
+    state = DashboardState()
+    state.on_message(placed, now=1.0)
+    assert state.view(now=1.0)["placement"] == {"near_data": 7, "away_from_data": 2}

@@ -11,7 +11,7 @@ from typing import Any
 import zmq
 
 from scaler.io.sockets import Closeable, Socket
-from scaler.security.curve import CurveSecurity
+from scaler.security.curve import CurveSecurity, StoppingAuthenticator
 from scaler.security.roles import WORKER
 
 logger = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ class CacheSecurity:
         authenticator = ThreadAuthenticator(context, log=logging.getLogger("scaler.security.curve.zap"))
         authenticator.start()
         authenticator.configure_curve_callback("*", credentials_provider=self)
-        return _Stopping(authenticator)
+        return StoppingAuthenticator(authenticator)
 
     def peer_roles(self) -> CacheSecurity:
         return self
@@ -55,11 +55,3 @@ class CacheSecurity:
             logger.warning("refused a connection: public key %s is not the key of this host cache's workers",
                            public_key.decode())  # fmt: skip
         return False
-
-
-class _Stopping:
-    def __init__(self, authenticator: Any) -> None:
-        self._authenticator = authenticator
-
-    def close(self) -> None:
-        self._authenticator.stop()

@@ -3,8 +3,10 @@ whose large arguments are already on a host goes to that host when it has a free
 
 Rules:
 - Learned from what the core already sees, nothing asked: a task that names large inputs (`Task.largeInputs`, the ids
-  of its arguments its client stored as objects) dispatched to a worker of host H means that H's host cache will hold
-  them (its processor fetches them there, once for the host: object_storage/host_cache). A guess may be wrong (an
+  of its arguments its client stored as objects; a graph node's: its dependencies' stored results this table knows)
+  dispatched to a worker of host H means that H's host cache will hold them (its processor fetches them there, once
+  for the host: object_storage/host_cache); a result of LARGE_RESULT_BYTES or more stored by a worker of H is held
+  there too (its processor wrote it through H's cache), so its readers follow it (`made`). A guess may be wrong (an
   object evicted from H's cache, or deleted): it costs one fetch where the task runs, never a wrong value, since a
   processor reads each object by its id wherever it runs.
 - Bounded: at most MAX_OBJECTS objects, the least recently placed forgotten first, each held by at most MAX_HOSTS
@@ -27,6 +29,10 @@ from scaler.protocol.messages import Capabilities
 from scaler.scheduler.core.peers import WorkerRecord
 from scaler.scheduler.core.processor_links import ProcessorLink
 
+#: A stored result this large is remembered where it was made (smaller ones cost little to fetch anywhere).
+LARGE_RESULT_BYTES = 1 << 20
+#: Inputs a task's placement looks at (a client names at most as many: Task.largeInputs).
+MAX_PLACEMENT_INPUTS = 4
 #: Objects remembered (ids and a few host names each: about 200 bytes an object).
 MAX_OBJECTS = 4096
 #: Hosts remembered per object: a broadcast's object is on every host, and any of a few is as good.
@@ -90,6 +96,10 @@ class ObjectHosts:
             elif len(hosts) >= MAX_HOSTS:
                 del hosts[0]
             hosts.append(host)
+
+    def made(self, object_id: ObjectID, host: str) -> None:
+        """A worker of `host` stored a large result as `object_id`: the host's cache holds it."""
+        self.placed((object_id,), host)
 
     def nearer(
         self, inputs: tuple[ObjectID, ...], offered: WorkerRecord, requirement: Capabilities

@@ -309,18 +309,14 @@ class Routing:
     # ------------------------------------------------------------ what a processor's link brings
 
     def _on_link_result(self, peer: PeerID, result: m.TaskResult) -> None:
-        """On the path of every task: a plain task's result goes to the lifecycle without `task_ended`'s questions
-        (an actor's start? a task from before a restart?) asked through calls."""
+        """On the path of every task."""
         r = self._r
-        links, actors, task_id = r.link_sessions, r.actors, result.task_id
-        if task_id in actors.calls:
+        links, actors = r.link_sessions, r.actors
+        if result.task_id in actors.calls:
             actors.call_result(links.result_read(peer, result).worker, result)
             return
         worker, changed = links.on_result(peer, result)
-        if task_id in actors.actors or task_id not in self._state.tasks.records:
-            self.task_ended(worker.peer, result)
-        else:
-            r.lifecycle.result_from(worker.peer, result)
+        self.task_ended(worker.peer, result)
         if changed:
             links.keep_processors(worker)
 
@@ -333,13 +329,13 @@ class Routing:
 
     def task_ended(self, worker: PeerID, result: m.TaskResult) -> None:
         """A task's result (its processor's, or one made here): an actor's start first, then a task from before a
-        restart, then the lifecycle's."""
+        restart, then the lifecycle's. A plain task's (on the path of every task) is neither: two lookups here tell,
+        instead of a call to each."""
         r = self._r
-        if r.actors.start_result(worker, result):
+        task_id = result.task_id
+        if task_id in r.actors.actors and r.actors.start_result(worker, result):
             return  # its actor was lost: it starts again, or died (core/actors.py)
-        if result.task_id not in self._state.tasks.records and r.reattachment.result_for_held(
-            worker, result, self._state.now
-        ):
+        if task_id not in self._state.tasks.records and r.reattachment.result_for_held(worker, result, self._state.now):
             return  # a task from before a restart: its client gets the result when it submits the task again
         r.lifecycle.result_from(worker, result)
 

@@ -182,9 +182,8 @@ class StoryBook:
     def freeze(self) -> None:
         """The task table emptied after a big queue: the finished stories kept become one object until next needed.
         Each was made as its task ended, among the queue's memory, and once that memory is given back each of its
-        values pins the memory around it: a 100,000-task drain kept 19% of its growth even with each story pickled
-        as its task ended, none without stories (`benchmarks/drain_memory.py --stories 0`). One object of them all
-        pins only its own."""
+        values pins the memory around it, so a drain's memory would not settle (the Scale page's memory figures). One
+        object of them all pins only its own."""
         if self._frozen is not None or not self._finished:
             return
         oldest = next((task_id for task_id in self._ended if task_id not in self._ended_again), None)

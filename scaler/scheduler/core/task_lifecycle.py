@@ -35,6 +35,7 @@ from scaler.scheduler.core.follow_ups import SlotGone, TaskStep
 from scaler.scheduler.core.free_workers import FreeEntry, FreeWorkers
 from scaler.scheduler.core.graphs import GraphRecord, graph_problem
 from scaler.scheduler.core.memory_retry import bigger_place, not_retried, retried
+from scaler.scheduler.core.object_hosts import LARGE_RESULT_BYTES, MAX_PLACEMENT_INPUTS
 from scaler.scheduler.core.peers import WorkerRecord
 from scaler.scheduler.core.preemption import Preemption
 from scaler.scheduler.core.processor_links import ProcessorLink
@@ -363,8 +364,9 @@ class TaskLifecycle:
                 passed_over.append(entry)
                 continue
             record = queue.pop(key, self._tasks.records, top)
-            if record.traits.large_inputs:  # placement follows data: a worker of a host that holds them, if free
-                nearer = self._object_hosts.nearer(record.traits.large_inputs, worker, key)
+            traits = record.traits
+            if traits.large_inputs or traits.graph_id:  # placement follows data: a free worker of a holding host
+                nearer = self._object_hosts.nearer(self._placement_inputs(record), worker, key)
                 if nearer is not None:
                     self._free.put_back([entry])  # the offered worker stays a candidate for the next task
                     worker, link = nearer
@@ -407,14 +409,29 @@ class TaskLifecycle:
         if link.actor_start is not None:  # `holds_actor`'s test, not the property: on the path of every task
             worker.restage()  # nothing is staged behind an actor's start
         self._free.offer(worker)
-        if traits.large_inputs:
-            self._object_hosts.placed(traits.large_inputs, worker.hostname)
+        if traits.large_inputs or traits.graph_id:
+            self._object_hosts.placed(self._placement_inputs(record), worker.hostname)
         graph = self._graphs.get(traits.graph_id) if traits.graph_id else None
         if graph is None:
             self._send(link.peer, task_of(record))
         else:  # a node gets the results of the nodes it depends on
             needs = graph.dependencies[record.task_id]
             self._send(link.peer, task_of(record, needs, self._graphs.inputs_of(graph, record.task_id)))
+
+    def _placement_inputs(self, record: TaskRecord) -> tuple[ObjectID, ...]:
+        """The large inputs a task's placement follows: those its client named, or a graph node's dependencies'
+        stored results that are known to be on some host (large results: object_hosts.py)."""
+        traits = record.traits
+        graph = self._graphs.get(traits.graph_id) if traits.graph_id and not traits.large_inputs else None
+        if graph is None:
+            return traits.large_inputs
+        known = self._object_hosts.hosts_of
+        stored = [
+            ObjectID(given.data)
+            for given in self._graphs.inputs_of(graph, record.task_id)
+            if given.kind is PayloadKind.OBJECT_ID and known(ObjectID(given.data))
+        ]
+        return tuple(stored[:MAX_PLACEMENT_INPUTS])
 
     # ------------------------------------------------------------ outcomes (named after task_state.Outcome)
 
@@ -424,6 +441,10 @@ class TaskLifecycle:
 
     def _finish(self, record: TaskRecord, result: TaskResult) -> None:
         ran_on = record.worker or b""
+        if result.payload_kind is PayloadKind.OBJECT_ID and result.stored_bytes >= LARGE_RESULT_BYTES:
+            maker = self._workers.get(PeerID(ran_on))
+            if maker is not None:  # its readers are placed near it (object_hosts.py)
+                self._object_hosts.made(ObjectID(result.payload), maker.hostname)
         self._tasks.stories.ran(record.task_id, ran_on, record.attempts, result)
         run_seconds = self._learn_run_time(record, result)
         self._release_worker(record)

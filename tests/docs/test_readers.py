@@ -1,0 +1,59 @@
+"""The documentation tier's readers (tests/docs/readers.py): their pip installs without compiling to bytecode.
+
+Checked by switching it off: with `NO_COMPILE` empty, or spelled `PIP_NO_COMPILE=1` (which pip reads as "compile"),
+the install leaves `.pyc` files and the test fails.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.docs.readers import Reader
+
+_MODULE = "def answer():\n    return 42\n"
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+def test_the_readers_pip_leaves_no_bytecode(tmp_path: Path) -> None:
+    wheel = _small_wheel(tmp_path)
+    reader = Reader("bundled", Path(sys.prefix), "", tmp_path)
+    environment = reader.page_environment(tmp_path / "home")
+    target = tmp_path / "target"
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target", str(target),
+         str(wheel)],
+        capture_output=True, text=True, env=environment, timeout=100, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (target / "doc_reader_probe.py").read_text() == _MODULE
+    assert not sorted(target.rglob("*.pyc")), "the reader's pip compiled what it installed"
+
+
+def _small_wheel(folder: Path) -> Path:
+    """A wheel of one module, written here (no index, no build)."""
+    name, version = "doc_reader_probe", "1.0"
+    info = f"{name}-{version}.dist-info"
+    files = {
+        f"{name}.py": _MODULE,
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = [f"{path},sha256={_digest(text)},{len(text.encode())}" for path, text in files.items()]
+    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
+    wheel = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+    return wheel
+
+
+def _digest(text: str) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
