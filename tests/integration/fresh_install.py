@@ -98,15 +98,9 @@ def fresh_environment(root: Path, wheel: Path, base: Path | None = None) -> Path
             capture_output=True, text=True, check=True, timeout=60,
         ).stdout.strip()
     )  # fmt: skip
-    packages: set[str] = set()
     for each in sorted(wheel.parent.glob("*.whl")):
         with zipfile.ZipFile(each) as archive:
             archive.extractall(site_packages)
-            packages |= {name.split("/")[0] for name in archive.namelist() if name.endswith(".py") and "/" in name}
-    # as pip does at install: the installed modules' bytecode, else every process started from this environment
-    # compiles them again where PYTHONDONTWRITEBYTECODE is set (a second of CPU each)
-    folders = [str(site_packages / name) for name in sorted(packages)]
-    subprocess.run([str(python), "-m", "compileall", "-q", *folders], check=True, timeout=300, capture_output=True)
     ours = dict.fromkeys(_site_folders(base_python))  # compiled ones in platlib
     (site_packages / "dependencies.pth").write_text("".join(f"{path}\n" for path in ours))
     where = subprocess.run(
