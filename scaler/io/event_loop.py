@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import signal
+import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -39,4 +41,15 @@ def run(main: Coroutine[Any, Any, T], kind: str = "builtin") -> T:
             loop.run_until_complete(loop.shutdown_asyncgens())
         finally:
             asyncio.set_event_loop(None)
-            loop.close()
+            close_loop(loop)
+
+
+def close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Close a process's loop, one that may have taken signals over (`add_signal_handler`). A loop closes its self-pipe
+    before it gives the signals back, so a signal in between (a second Ctrl-C, which reaches every process of the
+    terminal's group while they stop) found the process's wakeup fd closed: "Exception ignored when trying to write to
+    the signal wakeup fd" and a traceback on the user's terminal. Signals no longer write to it from here on; they are
+    still handled."""
+    if threading.current_thread() is threading.main_thread():
+        signal.set_wakeup_fd(-1)
+    loop.close()

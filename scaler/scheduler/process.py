@@ -14,7 +14,7 @@ import zmq
 from scaler.config.fields import core_values
 from scaler.config.sections import SchedulerConfig, section_from_json
 from scaler.io.address import AddressError, parse_address
-from scaler.io.event_loop import new_event_loop
+from scaler.io.event_loop import close_loop, new_event_loop
 from scaler.io.port_owner import address_in_use_problem
 from scaler.io.sockets import SocketFactory, TransportSecurity
 from scaler.io.start_signals import StartSignals, StopRequested
@@ -239,7 +239,7 @@ def _serve(
         if watcher is not None:
             watcher.cancel()
             loop.run_until_complete(asyncio.gather(watcher, return_exceptions=True))
-        loop.close()
+        close_loop(loop)
         asyncio.set_event_loop(None)
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from scaler.config.sections import NestedParents, WorkerConfig, section_from_json, section_to_json
 from scaler.errors import PreloadError
 from scaler.io.address import AddressError, parse_address
-from scaler.io.event_loop import new_event_loop
+from scaler.io.event_loop import close_loop, new_event_loop
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION
 from scaler.protocol.ids import new_worker_id
 from scaler.worker.agent import core as agent_core
@@ -176,7 +176,7 @@ def run_agent(
         logger.error("%s", error)
         return EXIT_CONFIGURATION
     finally:
-        loop.close()
+        close_loop(loop)
 
 
 def _process_started_at() -> float:

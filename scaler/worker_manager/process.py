@@ -12,7 +12,7 @@ from scaler.config.logging_setup import setup_logging
 from scaler.config.manager_types import MANAGER_TYPES, manager_type_of
 from scaler.config.sections import WorkerManagerSettings, section_from_json
 from scaler.io.address import AddressError, parse_address
-from scaler.io.event_loop import new_event_loop
+from scaler.io.event_loop import close_loop, new_event_loop
 from scaler.io.tunnel import TunnelError
 from scaler.io.tunnel.tls import TlsFileError
 from scaler.policy.capability import parse_capabilities
@@ -93,7 +93,7 @@ def run_manager(config: WorkerManagerSettings, backend: UnitBackend, worker_type
         return EXIT_CONFIGURATION
     finally:
         asyncio.set_event_loop(None)
-        loop.close()
+        close_loop(loop)
 
 
 def main() -> None:
