@@ -3,7 +3,8 @@ timeouts can notice it, and when SIGCONT wakes it, it acts on a world that moved
 
 - a worker frozen past the scheduler's worker timeout: its tasks run elsewhere, whatever it sends when it wakes
   is not delivered again, it learns it was dropped and registers again, and no task runs a third time;
-- the scheduler frozen for 30 s (the issue's figure, with the default timeouts): workers and clients wait, and
+- the scheduler frozen for 30 s against the default 60 s timeouts (the issue's figures, here 18 s against 36 s,
+  the client's ZeroMQ heartbeat shortened so that the freeze still outlasts it): workers and clients wait, and
   once it resumes everything finishes, each task once;
 - a client frozen longer than its own timeout (the issue's 2 minutes against the default 60 s, here 8 s against
   3 s) but for less than the scheduler's client timeout: its tasks run on, their results wait for it, the
@@ -137,16 +138,21 @@ def test_a_worker_frozen_past_the_worker_timeout_is_replaced_and_comes_back_with
 
 
 @pytest.mark.timeout(120)
-def test_a_scheduler_frozen_for_thirty_seconds_finds_its_workers_and_clients_waiting(
+def test_a_scheduler_frozen_past_the_clients_link_heartbeat_finds_its_workers_and_clients_waiting(
     launcher: Launcher, tmp_path: Path
 ) -> None:
-    """Default timeouts (60 s for workers and clients on both sides), the issue's 30 s freeze. Checked with the
-    mechanism off: a client with `timeout_seconds=10` fails its futures with DisconnectedError during the freeze,
-    and the test fails on its check that no future failed during the freeze."""
-    addresses, scheduler, _ = launcher.stack(workers=2)
+    """The issue's 30 s freeze against the default 60 s timeouts, compressed to 18 s against 36 s (the client's
+    request timeout, the scheduler's client and worker timeouts, the workers' death timeout); the freeze outlasts
+    the client's ZeroMQ heartbeat as at full length (15 s by default, here 3 s), so its connection ends during the
+    freeze and it connects again. Checked with the mechanism off: a client with `timeout_seconds=6` fails its
+    futures with DisconnectedError during the freeze, and the test fails on its check that no future failed during
+    the freeze."""
+    addresses, scheduler, _ = launcher.stack(
+        workers=2, scheduler_args=("-ct", "36", "-wt", "36"), worker_args=("-dts", "36")
+    )
     agents = [worker.pid for worker in wait_for_workers(addresses.monitor, 2).workers]
     marker = tmp_path / "events"
-    with Client(address=addresses.scheduler) as client:
+    with Client(address=addresses.scheduler, timeout_seconds=36, link_heartbeat_timeout_seconds=3) as client:
         futures = [client.submit(run_once, str(marker), key, 1.0) for key in range(8)]
         wait_for(lambda: len(starts(marker)) >= 2, "two tasks to start")
 
@@ -156,7 +162,7 @@ def test_a_scheduler_frozen_for_thirty_seconds_finds_its_workers_and_clients_wai
             assert not failed, f"a future failed while the scheduler was frozen: {failed}"
 
         with frozen([scheduler.pid]):
-            frozen_for(30, nobody_gave_up)
+            frozen_for(18, nobody_gave_up)
         assert sorted(f.result(timeout=DEADLINE_SECONDS) for f in futures) == list(range(8))
     with monitor(addresses.monitor) as next_snapshot:
         settled = next_snapshot(lambda s: s.scheduler.running == 0 and s.scheduler.queued == 0)

@@ -287,8 +287,7 @@ def test_a_closed_connection_left_unanswered_is_made_anew_with_the_resume_sent_a
     first (after a pause of its own that outlasted ZeroMQ's heartbeats, it may have read them in that order): a
     connection unanswered RECONNECT_SECONDS after the old one closed is made anew, then every RECONNECT_SECONDS, and
     the ClientResume the old one held goes again; any message from the scheduler ends that. Checked with
-    `_reconnect_if_unanswered` returning nothing: the first assertion fails (and test_frozen_peers' thirty-second
-    freeze of the scheduler timed out waiting for the results, the client never heard from it again)."""
+    `_reconnect_if_unanswered` returning nothing: the first assertion fails."""
     core = connected()
     submit(core, 1)
     core.on_disconnected(1.0)
