@@ -32,9 +32,33 @@ from scaler.payload.serializer import DefaultSerializer
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import new_worker_id
-from tests.integration.conftest import BIN_DIR, Launcher, client_hello, free_addresses, monitor, wait_for_workers
+from tests.integration.conftest import (
+    BIN_DIR,
+    Addresses,
+    Launcher,
+    ProcessWatch,
+    client_hello,
+    free_addresses,
+    monitor,
+    wait_for_workers,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+@pytest.fixture(scope="module")
+def secure_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Addresses]:
+    """One default (secure) stack with one worker for the module's tests that leave it as they found it: a refused
+    peer changes nothing of it."""
+    watch = ProcessWatch()
+    try:
+        addresses, _scheduler, _storage = Launcher(watch, tmp_path_factory.mktemp("secure-stack")).stack(workers=1)
+        yield addresses
+    finally:
+        watch.stop_all()
+    leftovers = watch.leftovers()
+    assert not leftovers, f"processes left behind by the module's stack: {leftovers}"
+
 
 HANDSHAKE_EVENTS = (
     zmq.EVENT_HANDSHAKE_SUCCEEDED
@@ -86,8 +110,8 @@ def offer(peer: zmq.Socket[Any], *frames: bytes) -> None:
         pass
 
 
-def test_a_rogue_worker_without_keys_gets_no_task(launcher: Launcher) -> None:
-    addresses, _scheduler, _storage = launcher.stack(workers=1)
+def test_a_rogue_worker_without_keys_gets_no_task(secure_stack: Addresses) -> None:
+    addresses = secure_stack
     hello = m.Hello(m.PROTOCOL_VERSION, client_hello().python_version, os.getpid(), "rogue", m.WorkerInfo(capacity=8))
     with keyless_peer(addresses.scheduler, new_worker_id("ROGUE")) as rogue:
         offer(rogue, codec.encode(hello))
@@ -100,8 +124,8 @@ def test_a_rogue_worker_without_keys_gets_no_task(launcher: Launcher) -> None:
         assert not rogue.poll(0), "the rogue worker was sent something"
 
 
-def test_a_peer_without_keys_cannot_take_a_clients_identity(launcher: Launcher, tmp_path: Path) -> None:
-    addresses, _scheduler, _storage = launcher.stack(workers=1)
+def test_a_peer_without_keys_cannot_take_a_clients_identity(secure_stack: Addresses, tmp_path: Path) -> None:
+    addresses = secure_stack
     flag = tmp_path / "finish"
     with Client(addresses.scheduler) as alice:
         running = alice.submit(wait_for_file, str(flag), 7)
@@ -113,8 +137,8 @@ def test_a_peer_without_keys_cannot_take_a_clients_identity(launcher: Launcher, 
             assert not thief.poll(0), "alice's results went to alice, not to the thief"
 
 
-def test_a_result_forged_without_keys_is_not_delivered(launcher: Launcher, tmp_path: Path) -> None:
-    addresses, _scheduler, _storage = launcher.stack(workers=1)
+def test_a_result_forged_without_keys_is_not_delivered(secure_stack: Addresses, tmp_path: Path) -> None:
+    addresses = secure_stack
     flag = tmp_path / "finish"
     with Client(addresses.scheduler) as client, monitor(addresses.monitor) as next_snapshot:
         running = client.submit(wait_for_file, str(flag), 5)
@@ -150,11 +174,11 @@ except ConnectionRefusedError as error:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="running a process as another user (nobody) needs root")
-def test_a_process_of_another_user_cannot_read_the_keys_and_is_refused(launcher: Launcher) -> None:
+def test_a_process_of_another_user_cannot_read_the_keys_and_is_refused(secure_stack: Addresses) -> None:
     setpriv = shutil.which("setpriv")
     if setpriv is None:
         pytest.skip("setpriv (util-linux) is not installed")
-    addresses, _scheduler, _storage = launcher.stack(workers=1)
+    addresses = secure_stack
     command = [setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable, "-c", OTHER_USER]
     environment = {**os.environ, "HOME": "/nonexistent"}  # the same XDG_CONFIG_HOME: it tries the user's keys
     done = subprocess.run(
@@ -193,12 +217,14 @@ def test_exported_keys_let_another_machine_in(launcher: Launcher, tmp_path: Path
     assert again.returncode == 2 and "exists" in again.stderr, "a secret key file is never overwritten"
 
 
-def test_a_worker_without_keys_is_told_what_is_wrong(launcher: Launcher, tmp_path: Path) -> None:
+def test_a_worker_without_keys_is_told_what_is_wrong(
+    launcher: Launcher, secure_stack: Addresses, tmp_path: Path
+) -> None:
     """A worker that finds other keys (another XDG_CONFIG_HOME, as another user: it makes keys of its own there)
     logs why it cannot connect, from the socket monitor's handshake failure, instead of waiting out its death
     timeout in silence (a side with no keys at all is told "requires CURVE keys": the other user's test).
     Checked to fail with the worker's monitor watching EVENT_DISCONNECTED only (as before): no such line."""
-    addresses, _scheduler, _storage = launcher.stack(workers=0)
+    addresses = secure_stack
     worker = launcher.worker(addresses.scheduler, env={"XDG_CONFIG_HOME": str(tmp_path / "elsewhere")})
     worker.wait_for_log(f"authentication failed with the scheduler at {addresses.scheduler}: the CURVE handshake")
     worker.wait_for_log("run `scaler_keygen export DIR --role worker` as the scheduler's user, then give "
@@ -215,11 +241,13 @@ except ConnectionRefusedError as error:
 """
 
 
-def test_a_client_with_another_users_keys_is_told_the_export_that_fixes_it(launcher: Launcher, tmp_path: Path) -> None:
+def test_a_client_with_another_users_keys_is_told_the_export_that_fixes_it(
+    secure_stack: Addresses, tmp_path: Path
+) -> None:
     """issue 60: a client of another user (another XDG_CONFIG_HOME: it finds keys of its own) was told that the
     handshake did not complete, not what to do: it names `scaler_keygen export DIR --role client` now, as
     troubleshooting.md answers. Checked to fail before: the message ended at "started with --insecure)"."""
-    addresses, _scheduler, _storage = launcher.stack(workers=0)
+    addresses = secure_stack
     environment = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "another-user")}
     done = subprocess.run([sys.executable, "-c", ANOTHER_USERS_CLIENT, addresses.scheduler], capture_output=True,
                           text=True, timeout=60, env=environment, cwd=tmp_path)  # fmt: skip
