@@ -465,6 +465,20 @@ def launcher(processes: ProcessWatch, tmp_path: Path) -> Launcher:
     return Launcher(processes, tmp_path)
 
 
+@contextlib.contextmanager
+def running_stack(log_dir: Path, workers: int = 1) -> Iterator[Addresses]:
+    """`Launcher.stack` for a block of code, typically a module-scoped fixture for the tests that leave the stack as
+    they found it; after it none of its processes may be left."""
+    watch = ProcessWatch()
+    try:
+        addresses, _scheduler, _storage = Launcher(watch, log_dir).stack(workers=workers)
+        yield addresses
+    finally:
+        watch.stop_all()
+    leftovers = watch.leftovers()
+    assert not leftovers, f"processes left behind by the stack: {leftovers}"
+
+
 # ---------------------------------------------------------------- raw sockets: probes, hellos, the monitor
 
 

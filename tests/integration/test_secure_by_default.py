@@ -36,10 +36,10 @@ from tests.integration.conftest import (
     BIN_DIR,
     Addresses,
     Launcher,
-    ProcessWatch,
     client_hello,
     free_addresses,
     monitor,
+    running_stack,
     wait_for_workers,
 )
 
@@ -48,16 +48,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 @pytest.fixture(scope="module")
 def secure_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Addresses]:
-    """One default (secure) stack with one worker for the module's tests that leave it as they found it: a refused
-    peer changes nothing of it."""
-    watch = ProcessWatch()
-    try:
-        addresses, _scheduler, _storage = Launcher(watch, tmp_path_factory.mktemp("secure-stack")).stack(workers=1)
+    """One default (secure) stack with one worker for the module's tests that only talk to it: a refused peer
+    changes nothing of it."""
+    with running_stack(tmp_path_factory.mktemp("secure-stack")) as addresses:
         yield addresses
-    finally:
-        watch.stop_all()
-    leftovers = watch.leftovers()
-    assert not leftovers, f"processes left behind by the module's stack: {leftovers}"
 
 
 HANDSHAKE_EVENTS = (
