@@ -16,7 +16,15 @@ import pytest
 from scaler import Client
 from scaler.monitor.top_screen import size
 from scaler.worker.memory import find_memory_limit
-from tests.integration.conftest import BIN_DIR, Addresses, Launcher, free_addresses, session_security, wait_for
+from tests.integration.conftest import (
+    BIN_DIR,
+    Addresses,
+    Launcher,
+    free_addresses,
+    running_stack,
+    session_security,
+    wait_for,
+)
 
 pytestmark = [
     pytest.mark.integration,
@@ -64,6 +72,13 @@ def terminal(tmp_path: Path) -> Iterator[Terminal]:
         opened.close()
 
 
+@pytest.fixture(scope="module")
+def one_worker_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Addresses]:
+    """One stack with one worker for the module's tests that only read its monitor or are refused by it."""
+    with running_stack(tmp_path_factory.mktemp("one-worker-stack")) as addresses:
+        yield addresses
+
+
 def identity(x: int) -> int:
     return x
 
@@ -91,11 +106,11 @@ def test_top_shows_a_live_cluster_sorts_and_quits_cleanly(launcher: Launcher, te
     terminal.shows("TERMINAL-SANE")
 
 
-def test_top_shows_each_workers_memory_against_its_limit(launcher: Launcher, terminal: Terminal) -> None:
+def test_top_shows_each_workers_memory_against_its_limit(one_worker_stack: Addresses, terminal: Terminal) -> None:
     """The mem, limit and mem% columns of a live worker: a figure, the machine's memory (no cgroup limit here) and
     the share; `u` sorts by the share. Checked by switching it off: with the worker reporting no memory (the
     heartbeat's memory fields left 0) the limit column shows "-" and the test fails."""
-    addresses, _scheduler, _storage = launcher.stack(workers=1)
+    addresses = one_worker_stack
     terminal.type(f"{BIN_DIR / 'scaler_top'} {addresses.monitor}", "Enter")
     screen = terminal.shows("Total 1 worker(s)")
     assert " mem " in screen and " limit " in screen and " mem% " in screen
@@ -124,12 +139,14 @@ def test_top_survives_the_scheduler_going_away_and_coming_back(launcher: Launche
     terminal.type("q")
 
 
-def test_top_quits_on_ctrl_c_even_when_started_with_sigint_ignored(launcher: Launcher, terminal: Terminal) -> None:
+def test_top_quits_on_ctrl_c_even_when_started_with_sigint_ignored(
+    one_worker_stack: Addresses, terminal: Terminal
+) -> None:
     """A program started from a non-interactive shell's `&`, nohup or a test runner inherits SIGINT ignored, and
     Python then raises no KeyboardInterrupt: scaler_top sets its own handler so that Ctrl-C still quits and leaves
     the terminal as it was. Checked by switching it off: without the handler (run_top's signal.signal) the screen
     runs on after Ctrl-C and the test fails waiting for TOP-ENDED."""
-    addresses, _scheduler, _storage = launcher.stack(workers=1)
+    addresses = one_worker_stack
     terminal.type("stty -g > settings-before; clear", "Enter")
     terminal.type(f"(trap '' INT; exec {BIN_DIR / 'scaler_top'} {addresses.monitor}); echo TOP-ENDED $?", "Enter")
     terminal.shows("Total 1 worker(s)")
@@ -140,12 +157,12 @@ def test_top_quits_on_ctrl_c_even_when_started_with_sigint_ignored(launcher: Lau
 
 
 def test_top_with_another_users_keys_names_the_export_that_fixes_it(
-    launcher: Launcher, terminal: Terminal, tmp_path: Path
+    one_worker_stack: Addresses, terminal: Terminal, tmp_path: Path
 ) -> None:
     """issue 60: scaler_top given the keys of another user (their own server and client pairs) said what was wrong,
     not what to do: it names `scaler_keygen export DIR --role client` (troubleshooting.md's answer) and the flags
     that take its files. Checked to fail before: the line ended at "started with --insecure)"."""
-    addresses, _scheduler, _storage = launcher.stack(workers=0)
+    addresses = one_worker_stack
     other = tmp_path / "other-users-keys"
     for name in ("server", "client"):
         subprocess.run([str(BIN_DIR / "scaler_keygen"), str(other), name], check=True, capture_output=True)
@@ -161,13 +178,13 @@ def test_top_with_another_users_keys_names_the_export_that_fixes_it(
 
 
 def test_top_as_another_user_says_its_keys_are_refused_within_seconds(
-    launcher: Launcher, terminal: Terminal, tmp_path: Path
+    one_worker_stack: Addresses, terminal: Terminal, tmp_path: Path
 ) -> None:
     """issue 77, item 9: scaler_top run by another user (their own keys, found in their own folder; none of this
     stack's connection files) ends with the refusal and exit code 2 after a refusal in passing (3 s), no longer after
     the 30 s a reader waits for a stack it has read to publish other keys (test_connecting_sides.py checks the
     mechanism with that wait made an hour)."""
-    addresses, _scheduler, _storage = launcher.stack(workers=0)
+    addresses = one_worker_stack
     other = tmp_path / "another-user"
     terminal.type(
         f"XDG_CONFIG_HOME={other} {BIN_DIR / 'scaler_top'} {addresses.monitor} 2> top.err; echo TOP-ENDED $?", "Enter"
@@ -184,10 +201,12 @@ def fail_on_odd(x: int) -> int:
     return x
 
 
-def test_top_lists_a_detached_job_with_its_progress_failures_and_owner(launcher: Launcher, terminal: Terminal) -> None:
+def test_top_lists_a_detached_job_with_its_progress_failures_and_owner(
+    one_worker_stack: Addresses, terminal: Terminal
+) -> None:
     """A job whose submitter has left, on the screen with its tasks done and failed and its submitter gone. Checked
     by switching it off: with the jobs left off the status (codec_monitor writing no jobs) no row appears."""
-    addresses, _scheduler, _storage = launcher.stack(workers=1)
+    addresses = one_worker_stack
     with Client(address=addresses.scheduler) as client:
         job = client.map_job(fail_on_odd, range(6), name="nightly-risk")
         concurrent.futures.wait(job.futures)
@@ -201,13 +220,13 @@ def test_top_lists_a_detached_job_with_its_progress_failures_and_owner(launcher:
 
 
 def test_top_at_a_1_x_default_monitor_name_shows_the_scheduler_at_its_port_plus_2(
-    launcher: Launcher, terminal: Terminal
+    one_worker_stack: Addresses, terminal: Terminal
 ) -> None:
     """Seed 002's `scaler_top ipc:///tmp/127.0.0.1_2345_monitor` for a scheduler at tcp://127.0.0.1:2345 (here a free
     port): no such socket exists, so the screen reads the scheduler's monitor at its port + 2, and says so. Checked by
     switching it off: with `monitor_address_to_read` returning the address as given, the screen waits for a status
     forever and the test fails waiting for the worker."""
-    addresses, _scheduler, _storage = launcher.stack(workers=1)
+    addresses = one_worker_stack
     name = f"ipc:///tmp/127.0.0.1_{addresses.scheduler.rpartition(':')[2]}_monitor"
     assert not Path(name.removeprefix("ipc://")).exists()
     terminal.type("clear", "Enter")
