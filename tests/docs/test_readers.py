@@ -1,7 +1,9 @@
-"""The documentation tier's readers (tests/docs/readers.py): their pip installs without compiling to bytecode.
+"""The documentation tier's readers (tests/docs/readers.py): their pip installs without compiling to bytecode, and
+their Python caches the bytecode of what it imports whatever the test session's PYTHONDONTWRITEBYTECODE.
 
-Checked by switching it off: with `NO_COMPILE` empty, or spelled `PIP_NO_COMPILE=1` (which pip reads as "compile"),
-the install leaves `.pyc` files and the test fails.
+Checked by switching each off: with `NO_COMPILE` empty, or spelled `PIP_NO_COMPILE=1` (which pip reads as "compile"),
+the install leaves `.pyc` files and the first test fails; with PYTHONDONTWRITEBYTECODE left in the reader's
+environment, the import leaves none and the second fails.
 """
 
 from __future__ import annotations
@@ -35,6 +37,20 @@ def test_the_readers_pip_leaves_no_bytecode(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert (target / "doc_reader_probe.py").read_text() == _MODULE
     assert not sorted(target.rglob("*.pyc")), "the reader's pip compiled what it installed"
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+def test_the_readers_python_caches_what_it_imports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # the test session's, not the reader's
+    (tmp_path / "doc_reader_probe.py").write_text(_MODULE)
+    environment = Reader("bundled", Path(sys.prefix), "", tmp_path).page_environment(tmp_path / "home")
+    done = subprocess.run(
+        [sys.executable, "-c", "import doc_reader_probe; print(doc_reader_probe.answer())"],
+        capture_output=True, text=True, env=environment, cwd=tmp_path, timeout=100, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stdout == "42\n", done.stderr
+    assert sorted((tmp_path / "__pycache__").glob("doc_reader_probe.*.pyc")), "the reader's Python cached nothing"
 
 
 def _small_wheel(folder: Path) -> Path:
