@@ -228,26 +228,14 @@ def test_every_provisioning_manager_type_has_an_entry() -> None:
     assert {param.values[0].manager_type for param in BACKENDS} == provisioning
 
 
-def test_launched_units_are_listed_running(case: Case) -> None:
+def test_launched_units_are_listed_running_and_terminate_stops_one_of_them(case: Case) -> None:
     async def scenario() -> None:
         backend = case.backend()
         try:
-            unit_ids = await backend.launch(2, case.spec)
+            victim, survivor = unit_ids = await backend.launch(2, case.spec)
             assert len(set(unit_ids)) == 2
             await eventually(lambda: all_running(backend, unit_ids), "2 RUNNING units")
-            assert sorted(states(await backend.list_units())) == sorted(unit_ids)
-        finally:
-            await stop_everything(backend)
-
-    asyncio.run(scenario())
-
-
-def test_terminate_stops_one_unit_and_its_processes(case: Case) -> None:
-    async def scenario() -> None:
-        backend = case.backend()
-        try:
-            victim, survivor = await backend.launch(2, case.spec)
-            await eventually(lambda: all_running(backend, [victim, survivor]), "2 RUNNING units")
+            assert sorted(states(await backend.list_units())) == sorted(unit_ids)  # exactly the launched units
             await eventually(lambda: has_processes(case, victim), "the unit's processes")
             await backend.terminate([victim], "contract test")
             assert states(await backend.list_units()).get(victim) in (UnitState.STOPPING, UnitState.GONE, None)
