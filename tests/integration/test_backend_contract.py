@@ -7,7 +7,8 @@ fresh instances of a given manager (from its launch spec), and a way to find the
 backend runs twice: forking workers from a worker forker (as the manager does) and starting them as
 commands (what it falls back to without a forker). ECS and EC2 (on-demand and spot instances) run against the
 fake cloud (moto, with every task or instance a local process); Slurm against a real Slurm on this machine
-(tests/integration/slurm_cluster.py), in the test process of the other Slurm tests (`xdist_group("slurm")`).
+(tests/integration/slurm_cluster.py), in the test process of the other Slurm tests (`xdist_group("slurm")`); the
+other backends' tests in one process of their own.
 """
 
 from __future__ import annotations
@@ -96,24 +97,41 @@ def slurm_unit_processes(unit_id: str) -> list[psutil.Process]:
     return [process for process in processes_of_job(unit_id, os.environ.get("SLURM_CONF", "")) if is_alive(process)]
 
 
+#: The suite's tests of every backend but Slurm run in one test process, one after the other: the longest-first order
+#: would otherwise interleave them with other modules' tests, and the module fixtures (the scheduler, the Kubernetes
+#: rehearsal) would start again each time it comes back to them.
+IN_ONE_PROCESS = pytest.mark.xdist_group("backend_contract")
+
 BACKENDS = [
-    pytest.param(BackendKind("baremetal_native", native_forking_backend, unit_processes), id="native-forked"),
-    pytest.param(BackendKind("baremetal_native", native_command_backend, unit_processes), id="native-command"),
     pytest.param(
-        BackendKind("aws_raw_ecs", ecs_backend, cloud_unit_processes, cloud=True), id="ecs", marks=pytest.mark.cloud
+        BackendKind("baremetal_native", native_forking_backend, unit_processes),
+        id="native-forked",
+        marks=IN_ONE_PROCESS,
     ),
     pytest.param(
-        BackendKind("orb_aws_ec2", ec2_backend, cloud_unit_processes, cloud=True), id="ec2", marks=pytest.mark.cloud
+        BackendKind("baremetal_native", native_command_backend, unit_processes),
+        id="native-command",
+        marks=IN_ONE_PROCESS,
+    ),
+    pytest.param(
+        BackendKind("aws_raw_ecs", ecs_backend, cloud_unit_processes, cloud=True),
+        id="ecs",
+        marks=[pytest.mark.cloud, IN_ONE_PROCESS],
+    ),
+    pytest.param(
+        BackendKind("orb_aws_ec2", ec2_backend, cloud_unit_processes, cloud=True),
+        id="ec2",
+        marks=[pytest.mark.cloud, IN_ONE_PROCESS],
     ),
     pytest.param(
         BackendKind("orb_aws_ec2", ec2_spot_backend, cloud_unit_processes, cloud=True),
         id="ec2-spot",
-        marks=pytest.mark.cloud,
+        marks=[pytest.mark.cloud, IN_ONE_PROCESS],
     ),
     pytest.param(
         BackendKind("kubernetes", kubernetes_backend, cloud_unit_processes, cloud=True, rehearsal="rehearsal"),
         id="kubernetes",
-        marks=pytest.mark.kubernetes,
+        marks=[pytest.mark.kubernetes, IN_ONE_PROCESS],
     ),
     pytest.param(
         BackendKind("slurm", slurm_backend, slurm_unit_processes, slurm=True),
