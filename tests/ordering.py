@@ -45,19 +45,46 @@ def recorded() -> dict[str, float]:
 
 
 def longest_first(items: list[pytest.Item], durations: dict[str, float]) -> list[pytest.Item]:
-    """A stable sort: recorded tests by decreasing duration (a group's tests by the group's total, since they run in
-    one process one after the other), then the rest in their collected order."""
+    """A stable sort, longest first, that keeps together the tests of a module that share its fixtures: pytest tears a
+    module's fixtures down (a cluster, most often) whenever the next test of its process is another module's, and
+    starts them again when the module's tests come back, so such a module split around other tests starts its cluster
+    once per return. Units by decreasing total of their recorded tests, ties in collected order: an xdist group (its
+    modules run in one process one after the other, in collected order), a module whose tests use a module- or
+    class-scoped fixture (its tests longest first), or a test alone."""
     seconds = {item.nodeid: durations.get(ungrouped_id(item.nodeid), 0.0) for item in items}
-    groups: dict[str, float] = {}
-    for item in items:
-        if (group := group_of(item)) is not None:
-            groups[group] = groups.get(group, 0.0) + seconds[item.nodeid]
+    totals: dict[str, float] = {}
+    first: dict[str, int] = {}
+    for index, item in enumerate(items):
+        for unit in (unit_of(item), module_of(item)):
+            first.setdefault(unit, index)
+        totals[unit_of(item)] = totals.get(unit_of(item), 0.0) + seconds[item.nodeid]
 
-    def key(item: pytest.Item) -> float:
-        group = group_of(item)
-        return -(groups[group] if group is not None else seconds[item.nodeid])
+    def key(item: pytest.Item) -> tuple[float, int, int, float]:
+        unit = unit_of(item)
+        inside = 0.0 if group_of(item) is not None else -seconds[item.nodeid]
+        return (-totals[unit], first[unit], first[module_of(item)], inside)
 
     return sorted(items, key=key)
+
+
+def unit_of(item: pytest.Item) -> str:
+    """What runs together: the item's xdist group, its module when it shares the module's fixtures, else itself."""
+    group = group_of(item)
+    if group is not None:
+        return f"group {group}"
+    return module_of(item) if shares_module_fixtures(item) else item.nodeid
+
+
+def shares_module_fixtures(item: pytest.Item) -> bool:
+    """Whether the test uses a fixture that lives as long as its module or class (pytest's fixture info of it)."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(defs and defs[-1].scope in ("module", "class") for defs in info.name2fixturedefs.values())
+
+
+def module_of(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
 
 
 def group_of(item: pytest.Item) -> str | None:

@@ -389,9 +389,9 @@ class Client:
         """The results of futures: one future gives its result, lists, tuples, sets and dicts of them (nested too) the
         same with results in their place. `errors="skip"` leaves out the futures that failed or were cancelled;
         `timeout`: TimeoutError when they are not all done in that many seconds."""
-        return gathering.gather(
-            futures, _is_scaler_future, ScalerFuture.result, gathering.checked_errors(errors), timeout
-        )
+        gathering.checked_errors(errors)
+        with self._session.reading_each(gathering.futures_in(futures, _is_scaler_future)):  # read as each is done
+            return gathering.gather(futures, _is_scaler_future, ScalerFuture.result, errors, timeout)
 
     # ------------------------------------------------------------ the cluster
 

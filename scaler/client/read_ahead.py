@@ -1,9 +1,11 @@
 """Results read ahead, several at once: a client off the object storage's host that takes many large results in turn
 (`Client.map`, `Client.gather`, the maps' gather) would read each only when it comes to it, one transfer after the
-other on one connection. Told which futures it takes next, `ReadAhead` reads the values of the first READ_AHEAD of
-them as each is done, at most READ_AHEAD at once, each on a connection of its own (`ClientObjectStorage.as_reader`),
-while the caller waits for the first: a value read ahead is what that future's `result()` returns (the future keeps
-it, as it would have). On the storage's host nothing is read ahead: results are mapped there, not transferred."""
+other on one connection. Told which futures it takes next (`ahead`), `ReadAhead` reads the values of the first
+READ_AHEAD of them as each is done; told that it takes them all (`each`: a gather, which holds every value anyway), it
+reads each as it is done, in the order they finish, so that the first done are read while the rest still run. At most
+READ_AHEAD are read at once, each on a connection of its own (`ClientObjectStorage.as_reader`), while the caller waits:
+a value read ahead is what that future's `result()` returns (the future keeps it, as it would have). On the storage's
+host nothing is read ahead: results are mapped there, not transferred."""
 
 from __future__ import annotations
 
@@ -35,6 +37,14 @@ class ReadAhead:
                 self._seen.add(id(future))
                 future.add_done_callback(self._read)  # at once when done already
 
+    def each(self, futures: Iterable[Any]) -> None:
+        """The caller takes all of these (a gather): each is read once it is done, in the order they finish, at most
+        READ_AHEAD at once."""
+        for future in futures:
+            if id(future) not in self._seen:
+                self._seen.add(id(future))
+                future.add_done_callback(self._read)
+
     def _read(self, future: Any) -> None:
         with self._lock:
             if not self._closed:
@@ -56,6 +66,9 @@ class NoReadAhead:
     """Where nothing is read ahead (a client on the storage's host, a single result)."""
 
     def ahead(self, futures: Iterable[Any]) -> None:
+        pass
+
+    def each(self, futures: Iterable[Any]) -> None:
         pass
 
     def __enter__(self) -> NoReadAhead:

@@ -21,11 +21,12 @@ front end reaches below the session.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
 import os
 import socket
 import sys
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
@@ -466,6 +467,13 @@ class Session:
         if count < 2 or self._storage.reads_locally():
             return NoReadAhead()
         return ReadAhead(self._storage.as_reader)
+
+    @contextlib.contextmanager
+    def reading_each(self, futures: list[Any]) -> Iterator[None]:
+        """For a caller that takes all of these (a gather): each is read as soon as it is done, several at once."""
+        with self.read_ahead(len(futures)) as ahead:
+            ahead.each(futures)
+            yield
 
     # ------------------------------------------------------------ objects
 

@@ -15,6 +15,7 @@ and processes never see the writes.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,8 @@ from scaler.protocol.ids import short_task_id
 
 #: (object id, writable) -> the object
 _resolver: Callable[[bytes, bool], Any] | None = None
+#: `ids`, when set on a thread: the object ids of the references that thread pickles (`noted_while`)
+_noting = threading.local()
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,21 @@ class ObjectReference:
         return f"ObjectReference(name={self.name!r}, size={self.size}, object_id={self.object_id.hex()[:16]}...{mode})"
 
     def __reduce__(self) -> tuple[Any, ...]:
+        noted: list[bytes] | None = getattr(_noting, "ids", None)
+        if noted is not None:
+            noted.append(self.object_id)
         return (_rebuild, (self.name, self.size, self.object_id, self.writable))
+
+
+def noted_while(pickling: Callable[[], Any], noted: list[bytes]) -> Any:
+    """`pickling()`'s value, the object ids of the references it pickled (inside lists, dicts, a map's calls...)
+    appended to `noted`: the inputs a task names for placement near them besides its own stored arguments."""
+    outer = getattr(_noting, "ids", None)
+    _noting.ids = noted
+    try:
+        return pickling()
+    finally:
+        _noting.ids = outer
 
 
 def _rebuild(name: bytes, size: int, object_id: bytes, writable: bool = False) -> Any:

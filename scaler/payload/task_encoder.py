@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from scaler.payload.references import CopyOnWrite, ObjectReference
+from scaler.payload.references import CopyOnWrite, ObjectReference, noted_while
 from scaler.payload.serializer import DefaultSerializer, Serializer, one_payload, serialize_to_frames
 from scaler.payload.storage import INLINE_LIMIT_BYTES
 from scaler.payload.stored_objects import ObjectSink, StoredReader
@@ -47,7 +47,8 @@ Frames = list[Any]  #: the buffers an object is stored as (see serializer.serial
 #: Values a task's argument often is, pickled by `TaskEncoder.argument` at once, as serialize_to_frames would (their
 #: pickle is one frame, inline unless it is a huge int).
 _SMALL_PLAIN = frozenset({int, float, bool, type(None), complex})
-#: The stored arguments a task names for placement near them (Task.largeInputs), the first ones in argument order.
+#: The stored objects a task names for placement near them (Task.largeInputs): its stored arguments in argument order,
+#: then the references inside its arguments (a list of them, a map chunk's calls), the first ones.
 MAX_LARGE_INPUTS = 4
 _OBJECT_ID = m.ArgumentKind.OBJECT_ID
 #: Values made per task, through their slots (frozen_values.constructor: a frozen dataclass's __init__ costs twice)
@@ -174,6 +175,7 @@ class TaskEncoder:
         self.log_forwarding: m.LogForwarding | None = None
         #: the serializer pickles a plain value as `serialize_to_frames` does (`argument`'s short way)
         self._plain_pickles = type(serializer) is DefaultSerializer
+        self._nested = threading.local()  #: `ids`: what `_nested_references` says, per encoding thread
         #: the files of `Client.upload_file`, which every function stored from then on carries (payload/uploads.py)
         self._uploads: tuple[Upload, ...] = ()
 
@@ -372,7 +374,7 @@ class TaskEncoder:
                 return dataclasses.replace(encoded, copy_on_write=True)
             return encoded
         try:
-            frames = serialize_to_frames(self._serializer, value)
+            frames = noted_while(lambda: serialize_to_frames(self._serializer, value), self._nested_references())
             if frames_size(frames) <= INLINE_LIMIT_BYTES:
                 return m.Argument(m.ArgumentKind.INLINE, one_payload(self._serializer, value, frames), keyword)
         except Exception as error:
@@ -382,7 +384,15 @@ class TaskEncoder:
         object_id = self.put_object(payload, f"argument of {describe(value)}", later=True)
         return m.Argument(m.ArgumentKind.OBJECT_ID, object_id, keyword)
 
+    def _nested_references(self) -> list[bytes]:
+        """The ids of the references pickled inside the arguments encoded on this thread since its last task."""
+        noted: list[bytes] | None = getattr(self._nested, "ids", None)
+        if noted is None:
+            noted = self._nested.ids = []
+        return noted
+
     def arguments(self, args: Iterable[Any], kwargs: dict[str, Any]) -> tuple[m.Argument, ...]:
+        self._nested.ids = None  # a task's arguments: what an earlier encoding that failed noted is not theirs
         encoded = [self.argument(value, "", position) for position, value in enumerate(args)]
         encoded.extend(self.argument(value, keyword, 0) for keyword, value in kwargs.items())
         return tuple(encoded)
@@ -413,6 +423,10 @@ class TaskEncoder:
         )  # fmt: skip
         stored = _OBJECT_ID
         large_inputs = tuple([argument.data for argument in arguments if argument.kind is stored][:MAX_LARGE_INPUTS])
+        nested: list[bytes] | None = getattr(self._nested, "ids", None)
+        if nested:
+            large_inputs = tuple(dict.fromkeys([*large_inputs, *nested]))[:MAX_LARGE_INPUTS]
+        self._nested.ids = None
         return _NEW_TASK(
             task_id, self._client_id, body, function.name, priority, capabilities, GraphID(graph_id), dependencies,
             (), stream_credit, actor_id, actor, large_inputs,

@@ -7,7 +7,8 @@ fresh instances of a given manager (from its launch spec), and a way to find the
 backend runs twice: forking workers from a worker forker (as the manager does) and starting them as
 commands (what it falls back to without a forker). ECS and EC2 (on-demand and spot instances) run against the
 fake cloud (moto, with every task or instance a local process); Slurm against a real Slurm on this machine
-(tests/integration/slurm_cluster.py), in the test process of the other Slurm tests (`xdist_group("slurm")`).
+(tests/integration/slurm_cluster.py), in the test process of the other Slurm tests (`xdist_group("slurm")`); the
+other backends' tests in one process of their own.
 """
 
 from __future__ import annotations
@@ -96,24 +97,41 @@ def slurm_unit_processes(unit_id: str) -> list[psutil.Process]:
     return [process for process in processes_of_job(unit_id, os.environ.get("SLURM_CONF", "")) if is_alive(process)]
 
 
+#: The suite's tests of every backend but Slurm run in one test process, one after the other: the longest-first order
+#: would otherwise interleave them with other modules' tests, and the module fixtures (the scheduler, the Kubernetes
+#: rehearsal) would start again each time it comes back to them.
+IN_ONE_PROCESS = pytest.mark.xdist_group("backend_contract")
+
 BACKENDS = [
-    pytest.param(BackendKind("baremetal_native", native_forking_backend, unit_processes), id="native-forked"),
-    pytest.param(BackendKind("baremetal_native", native_command_backend, unit_processes), id="native-command"),
     pytest.param(
-        BackendKind("aws_raw_ecs", ecs_backend, cloud_unit_processes, cloud=True), id="ecs", marks=pytest.mark.cloud
+        BackendKind("baremetal_native", native_forking_backend, unit_processes),
+        id="native-forked",
+        marks=IN_ONE_PROCESS,
     ),
     pytest.param(
-        BackendKind("orb_aws_ec2", ec2_backend, cloud_unit_processes, cloud=True), id="ec2", marks=pytest.mark.cloud
+        BackendKind("baremetal_native", native_command_backend, unit_processes),
+        id="native-command",
+        marks=IN_ONE_PROCESS,
+    ),
+    pytest.param(
+        BackendKind("aws_raw_ecs", ecs_backend, cloud_unit_processes, cloud=True),
+        id="ecs",
+        marks=[pytest.mark.cloud, IN_ONE_PROCESS],
+    ),
+    pytest.param(
+        BackendKind("orb_aws_ec2", ec2_backend, cloud_unit_processes, cloud=True),
+        id="ec2",
+        marks=[pytest.mark.cloud, IN_ONE_PROCESS],
     ),
     pytest.param(
         BackendKind("orb_aws_ec2", ec2_spot_backend, cloud_unit_processes, cloud=True),
         id="ec2-spot",
-        marks=pytest.mark.cloud,
+        marks=[pytest.mark.cloud, IN_ONE_PROCESS],
     ),
     pytest.param(
         BackendKind("kubernetes", kubernetes_backend, cloud_unit_processes, cloud=True, rehearsal="rehearsal"),
         id="kubernetes",
-        marks=pytest.mark.kubernetes,
+        marks=[pytest.mark.kubernetes, IN_ONE_PROCESS],
     ),
     pytest.param(
         BackendKind("slurm", slurm_backend, slurm_unit_processes, slurm=True),
@@ -228,26 +246,14 @@ def test_every_provisioning_manager_type_has_an_entry() -> None:
     assert {param.values[0].manager_type for param in BACKENDS} == provisioning
 
 
-def test_launched_units_are_listed_running(case: Case) -> None:
+def test_launched_units_are_listed_running_and_terminate_stops_one_of_them(case: Case) -> None:
     async def scenario() -> None:
         backend = case.backend()
         try:
-            unit_ids = await backend.launch(2, case.spec)
+            victim, survivor = unit_ids = await backend.launch(2, case.spec)
             assert len(set(unit_ids)) == 2
             await eventually(lambda: all_running(backend, unit_ids), "2 RUNNING units")
-            assert sorted(states(await backend.list_units())) == sorted(unit_ids)
-        finally:
-            await stop_everything(backend)
-
-    asyncio.run(scenario())
-
-
-def test_terminate_stops_one_unit_and_its_processes(case: Case) -> None:
-    async def scenario() -> None:
-        backend = case.backend()
-        try:
-            victim, survivor = await backend.launch(2, case.spec)
-            await eventually(lambda: all_running(backend, [victim, survivor]), "2 RUNNING units")
+            assert sorted(states(await backend.list_units())) == sorted(unit_ids)  # exactly the launched units
             await eventually(lambda: has_processes(case, victim), "the unit's processes")
             await backend.terminate([victim], "contract test")
             assert states(await backend.list_units()).get(victim) in (UnitState.STOPPING, UnitState.GONE, None)

@@ -16,6 +16,8 @@ storage server sent are read from its established TCP sockets (`ss`'s bytes_acke
 - A host's cache that dies (killed) is replaced: its workers find the route again and their tasks go on.
 - A source the storage server names that nobody answers at (a host gone, or firewalled off): the fetch goes
   elsewhere, said once in the fetching cache's log, and the tasks read the object.
+- Results: a client's gather reads them several at once, as they are done; a host's two large results made at once
+  are uploaded by its cache one after the other, on one connection.
 - A broadcast is seen (issue 74 item 8): the status feed's storage names both hosts' caches, the object held by both
   and sent once out of the storage server, the bytes that went host to host; `scaler_top` (in tmux) shows its row,
   `/metrics` its series, and the dashboard (headless chromium) its hosts and the object's row.
@@ -33,6 +35,10 @@ Checked by hand with each mechanism off:
   `test_a_cache_that_dies_is_replaced_...` fails;
 - the cache's authenticator letting every key in (`CacheSecurity.callback` returning True):
   `test_a_peer_without_the_workers_keys_gets_nothing_from_a_cache` fails;
+- the gather's read ahead off (`Session.reading_each` not calling `ahead.each`): the results came over one connection:
+  `test_a_client_gathers_results_several_at_once_as_they_are_done` fails; the large uploads' lane off (`Upstream.submit`
+  putting every job on the shared queue): each result went up on a connection of its own:
+  `test_a_hosts_large_results_made_at_once_are_uploaded_one_after_the_other` fails;
 - the caches' reports off (`CacheGlue.due_report` giving none): no host row, the object held by no host:
   `test_a_broadcast_shows_in_the_status_feed_scaler_top_and_metrics` and
   `test_the_dashboard_shows_where_a_broadcast_went` fail; the scheduler not passing on what its storage info says
@@ -126,6 +132,11 @@ def large_result(size: int) -> tuple[str, bytes]:
     return socket.gethostname(), os.urandom(size)
 
 
+def large_result_after(size: int, pause: float) -> tuple[str, bytes]:
+    time.sleep(pause)  # every processor of both hosts takes one, and they make their results at the same moment
+    return socket.gethostname(), os.urandom(size)
+
+
 # ---------------------------------------------------------------- the stack
 
 
@@ -156,6 +167,28 @@ class Stack:
             if f"pid={pid}," in entry and received is not None and int(received.group(1)) >= at_least:
                 count += 1
         return count
+
+    def cache_upload_bytes(self) -> dict[tuple[str, str], int]:
+        """What each connection of the hosts' caches to the storage server sent (TCP bytes acknowledged), by (host,
+        the connection's local address)."""
+        hosts = {os.readlink(f"/proc/{popen.pid}/ns/mnt"): host for host, popen in self.hosts.items()}
+        listing = subprocess.run(
+            ["ss", "-tinpH", "state", "established", f"( dport = :{self.storage_port} )"],
+            capture_output=True, text=True, check=True, timeout=DEADLINE_SECONDS,
+        ).stdout  # fmt: skip
+        sent: dict[tuple[str, str], int] = {}
+        for entry in re.split(r"\n(?=\S)", listing):  # a socket's line, then its details indented
+            owner, acked = re.search(r"pid=(\d+),", entry), re.search(r"bytes_acked:(\d+)", entry)
+            if owner is None or acked is None:
+                continue
+            try:
+                process = psutil.Process(int(owner.group(1)))
+                host = hosts.get(os.readlink(f"/proc/{process.pid}/ns/mnt"))
+                if host is not None and "scaler.object_storage.host_cache" in " ".join(process.cmdline()):
+                    sent[(host, entry.split()[2])] = int(acked.group(1))
+            except (OSError, psutil.Error):
+                continue
+        return sent
 
     def cache_address(self, host: str) -> str:
         """The address the host's cache wrote in its home (read inside the host's mount namespace)."""
@@ -457,6 +490,30 @@ def test_a_client_off_the_storage_host_reads_the_results_of_a_map_several_at_onc
         receiving = stack.client_connections_that_received(os.getpid(), 2 * MiB)
     assert [len(result) for result in results] == [4 * MiB] * 12
     assert receiving >= 2, f"the results came over {receiving} connection(s) of this client to the storage"
+
+
+def test_a_client_gathers_results_several_at_once_as_they_are_done(stack: Stack) -> None:
+    with Client(stack.addresses.scheduler) as client:
+        results = client.gather([client.submit(sized_result, 4 * MiB, 0.2 * (n % 4)) for n in range(12)])
+        receiving = stack.client_connections_that_received(os.getpid(), 2 * MiB)
+    assert [len(result) for result in results] == [4 * MiB] * 12
+    assert receiving >= 2, f"the results came over {receiving} connection(s) of this client to the storage"
+
+
+def test_a_hosts_large_results_made_at_once_are_uploaded_one_after_the_other(stack: Stack) -> None:
+    """Both processors of a host make a large result at the same moment: its cache uploads them one after the other
+    on one connection (host_cache/upstream.py, LARGE_UPLOAD_BYTES), so that the first is stored, and its task
+    reported, in about half the time two side by side would take."""
+    size = 8 * MiB
+    before = stack.cache_upload_bytes()
+    with Client(stack.addresses.scheduler) as client:
+        made = client.gather([client.submit(large_result_after, size, 0.5) for _ in range(2 * len(HOSTS))])
+    sent = {connection: count - before.get(connection, 0) for connection, count in stack.cache_upload_bytes().items()}
+    made_two = {host for host, _ in made if [made_on for made_on, _ in made].count(host) == 2}
+    assert made_two, f"no host made two of the results: {[host for host, _ in made]}"
+    for host in made_two:
+        carried = sorted(count for (on, _), count in sent.items() if on == host)
+        assert carried and carried[-1] >= 2 * size, f"{host}'s cache uploaded its two results on {carried} bytes"
 
 
 def test_a_source_that_cannot_be_reached_costs_time_not_the_object_and_is_said_once(stack: Stack) -> None:

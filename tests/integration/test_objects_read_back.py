@@ -70,7 +70,9 @@ from tests.integration.conftest import (
     wait_for_workers,
 )
 
-pytestmark = pytest.mark.integration
+#: One process runs the whole module, one test after the other: the longest-first order would otherwise interleave its
+#: tests with other modules' and start the stack again each time it comes back to them.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("objects_read_back")]
 
 KiB = 1024
 MiB = 1024 * KiB

@@ -144,6 +144,28 @@ def test_an_object_reference_anywhere_in_the_arguments_is_the_object() -> None:
     assert call.args == [[[1, 2, 3], {"key": [1, 2, 3]}]]
 
 
+def test_a_task_names_its_stored_arguments_then_the_references_inside_its_arguments_for_placement() -> None:
+    """Task.largeInputs: a map chunk's calls, or a list, carry references the scheduler cannot see in the body; the
+    encoder notes those it pickles (references.noted_while). Checked by making `noted_while` note nothing: the chunk's
+    and the list's inputs are empty."""
+    sides = Sides()
+    references = []
+    for name in (b"a", b"b", b"c"):
+        frames = serialize_to_frames(DefaultSerializer(), name * 10)
+        references.append(ObjectReference(name, len(frames[0]), sides.encoder.put_object(frames[0], name.decode())))
+    first, second, third = references
+    chunk = [(first, 1), (first, 2), (second, 3)]  # a map's calls, as client/map_chunks.py ships them
+    assert sides.task(lambda calls: calls, chunk).large_inputs == (first.object_id, second.object_id)
+    big = b"x" * (INLINE_LIMIT_BYTES + 1)
+    stored_big = sides.task(lambda data, refs: data, big, {"k": third})
+    assert stored_big.large_inputs[1:] == (third.object_id,)  # the stored argument first, then the nested reference
+    assert sides.task(total, third).large_inputs == (third.object_id,)  # a reference as an argument of its own
+    assert sides.task(total, 1).large_inputs == ()  # nothing carried over from the tasks before
+    with pytest.raises(TypeError):  # an argument that cannot be pickled, after a reference was noted
+        sides.task(lambda *args: args, [first], threading.Lock())
+    assert sides.task(total, 2).large_inputs == ()
+
+
 def test_an_exception_comes_back_with_the_remote_traceback() -> None:
     sides = Sides()
     task = sides.task(concatenate, b"a")
