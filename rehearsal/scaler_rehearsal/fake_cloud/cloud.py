@@ -58,6 +58,7 @@ class FakeCloud:
         isolate_network: bool = False,
         container_engine: str | None = None,
         package_index: str = UPSTREAM_INDEX,
+        ami_has_uv: bool = False,
     ) -> None:
         # Must be set before moto's IAM backend is first used: AWS-managed policies (ecsTaskExecutionRole's) exist.
         os.environ["MOTO_IAM_LOAD_MANAGED_POLICIES"] = "true"
@@ -78,7 +79,7 @@ class FakeCloud:
         self._log_directory = log_directory or self._state_directory / "logs"
         self._log_directory.mkdir(parents=True, exist_ok=True)
         sandbox = Sandbox(self._state_directory, self._state_directory / "installer-cache", machine_interpreters(),
-                          _uv())  # fmt: skip
+                          _uv(), ami_has_uv=ami_has_uv)  # fmt: skip
         settings = FakeCloudRunnerSettings(
             self.endpoint_url, sandbox, boot_seconds, self._log_directory, spot_notice_seconds,
             ImageCatalogue(images), self._network, container_engine,
@@ -213,6 +214,11 @@ class FakeCloud:
     def set_boot_seconds(self, seconds: float) -> None:
         """The boot delay of resources launched from now on (the runners share their settings)."""
         self._ecs.settings.boot_seconds = seconds
+
+    def set_ami_has_uv(self, has_uv: bool) -> None:
+        """Whether EC2 instances launched from now on find `uv` on their AMI (one baked for scaler) or boot as stock
+        Amazon Linux 2023, which has none."""
+        self._ec2.settings.sandbox.ami_has_uv = has_uv
 
     def set_spot_notice_seconds(self, seconds: float) -> None:
         """How long EC2 spot instances interrupted from now on run on before EC2 terminates them."""

@@ -5,7 +5,8 @@ What a unit finds on its PATH is what its image or AMI has:
 - an ECS task or a Batch job (the project's worker image): `python3.X` for the image's Pythons this machine has,
   `uv`, and the image's entrypoint, which makes the unit's virtual environment (`image/worker-entrypoint.sh`);
 - an EC2 instance (Amazon Linux 2023): `python3` (3.9, a fresh environment of its own, without pip), and shims of
-  `dnf`/`yum` (the Pythons AL2023 offers) and `shutdown`/`poweroff`/`halt`/`reboot` (`shims/`);
+  `dnf`/`yum` (the Pythons AL2023 offers) and `shutdown`/`poweroff`/`halt`/`reboot` (`shims/`); with `ami_has_uv`,
+  also `uv`, as an AMI baked for scaler has it (stock AL2023 has none: an instance's boot installs it with pip);
 - both: the machine's ordinary commands (a mirror of /usr/bin, /bin, /usr/sbin, /sbin without its interpreters and
   its power commands: a unit never powers the laptop off).
 
@@ -71,6 +72,8 @@ class Sandbox:
     interpreters: dict[str, Path]
     uv: Path
     extra_environment: dict[str, str] = field(default_factory=dict)
+    #: the instances' AMI has `uv` on its PATH (an AMI baked for scaler), not only what stock AL2023 has
+    ami_has_uv: bool = False
     _removal: BackgroundRemoval = field(default_factory=lambda: BackgroundRemoval(), repr=False)
 
     def prepare(self) -> Sandbox:
@@ -122,6 +125,8 @@ class Sandbox:
         for tool, names in (("dnf", ("dnf", "yum")), ("shutdown", ("shutdown", "poweroff", "halt", "reboot"))):
             for alias in names:
                 (bin_folder / alias).symlink_to(self.state_directory / "ami-tools" / tool)
+        if self.ami_has_uv:
+            (bin_folder / "uv").symlink_to(self.uv)
         environment = self._environment(folder, [bin_folder], endpoint, region)
         # the AMI's python3 (3.9): an environment of this instance's own, which its user data may pip-install into
         subprocess.run([str(bin_folder / "dnf"), "install", "-y", "python3"], env=environment, check=True,
