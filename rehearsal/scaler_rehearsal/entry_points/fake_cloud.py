@@ -63,8 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     parser.add_argument(
         "--cache-dir", type=Path, default=None,
-        help="where the package index mirror keeps what it downloaded from PyPI between runs "
-             "(default: ~/.cache/scaler-fake-cloud)",
+        help="where the package index mirror keeps what it downloaded from PyPI between runs, and the units' links "
+             "to this machine's commands (default: ~/.cache/scaler-fake-cloud)",
     )  # fmt: skip
     parser.add_argument(
         "--package-index", default=None, help="the package index the units install from (default: PyPI's simple API)"

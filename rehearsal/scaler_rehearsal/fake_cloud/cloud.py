@@ -78,8 +78,9 @@ class FakeCloud:
         # without a folder of the caller's, the logs go with the units' folders: nothing of a run is left behind
         self._log_directory = log_directory or self._state_directory / "logs"
         self._log_directory.mkdir(parents=True, exist_ok=True)
+        cache = cache_directory or default_cache_directory()
         sandbox = Sandbox(self._state_directory, self._state_directory / "installer-cache", machine_interpreters(),
-                          _uv(), ami_has_uv=ami_has_uv)  # fmt: skip
+                          _uv(), ami_has_uv=ami_has_uv, commands_cache=cache / "system-bin")  # fmt: skip
         settings = FakeCloudRunnerSettings(
             self.endpoint_url, sandbox, boot_seconds, self._log_directory, spot_notice_seconds,
             ImageCatalogue(images), self._network, container_engine,
@@ -87,7 +88,7 @@ class FakeCloud:
         self._ecs = EcsRunner(settings)
         self._ec2 = Ec2Runner(settings)
         self._batch = BatchContainers(settings)
-        self._package_index = PackageIndex(package_index, cache=cache_directory or default_cache_directory())
+        self._package_index = PackageIndex(package_index, cache=cache)
         self._uninstall_batch: Any = None
         self._stop = threading.Event()
         #: a reset or an API call's follow-up never meets a runner step half-way (re-entrant: a step that
@@ -304,8 +305,8 @@ def remove_leftover_state() -> None:
 
 
 def default_cache_directory() -> Path:
-    """Where the package index mirror keeps the files it downloaded from PyPI between runs (`index-files/`):
-    `$XDG_CACHE_HOME/scaler-fake-cloud`."""
+    """Where the package index mirror keeps the files it downloaded from PyPI between runs (`index-files/`), and the
+    units' mirror of this machine's commands (`system-bin/`): `$XDG_CACHE_HOME/scaler-fake-cloud`."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "scaler-fake-cloud"
 
