@@ -624,11 +624,13 @@ def fake_cloud_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any
 
 @pytest.fixture
 def fake_cloud(fake_cloud_session: Any) -> Iterator[Any]:
-    """The session's fake cloud, empty, with no boot delay and AWS's spot notice; emptied again (its processes
-    stopped) afterwards."""
+    """The session's fake cloud, empty, with no boot delay and AWS's spot notice, its EC2 instances booting from an
+    AMI that has uv (one baked for scaler: no `pip install uv` at each boot; the docs tier boots stock Amazon Linux
+    2023); emptied again (its processes stopped) afterwards."""
     from scaler_rehearsal.fake_cloud.runners import SPOT_NOTICE_SECONDS
 
     fake_cloud_session.set_boot_seconds(0.0)
+    fake_cloud_session.set_ami_has_uv(True)
     fake_cloud_session.set_spot_notice_seconds(SPOT_NOTICE_SECONDS)
     fake_cloud_session.reset()
     yield fake_cloud_session

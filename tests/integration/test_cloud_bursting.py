@@ -171,12 +171,13 @@ def can_isolate() -> bool:
 
 @pytest.fixture(scope="module")
 def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
-    """`scaler_fake_cloud --isolate-network` in a session of its own; stopped (SIGTERM) at the end of the module,
+    """`scaler_fake_cloud --isolate-network` in a session of its own, its instances booting an AMI with uv (no
+    `pip install uv` at each boot: the docs tier walks stock AL2023); stopped (SIGTERM) at the end of the module,
     leaving no namespace or link behind."""
     folder = tmp_path_factory.mktemp("isolated-cloud")
     isolated = can_isolate()
     command = [str(BIN_DIR / "scaler_fake_cloud"), "--port", str(free_tcp_port_block(1)), "--log-dir",
-               str(folder / "logs"), *(["--isolate-network"] if isolated else [])]  # fmt: skip
+               str(folder / "logs"), "--ami-has-uv", *(["--isolate-network"] if isolated else [])]  # fmt: skip
     log_path = folder / "cloud.log"
     with open(log_path, "wb") as log:
         popen = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -132,9 +132,12 @@ def test_a_unit_sees_nothing_of_the_laptops_environment(fake_cloud: Any, launche
 
 
 def test_user_data_runs_on_python_3_9_and_dnf_installs_another(fake_cloud: Any) -> None:
-    """Checked off: with the old runner, `python3` was the laptop's 3.11 and `dnf` the machine's (none here)."""
+    """Checked off: with the old runner, `python3` was the laptop's 3.11 and `dnf` the machine's (none here). Stock
+    AL2023 (the cloud's default; the session's cloud boots an AMI with uv otherwise) has no uv."""
+    fake_cloud.set_ami_has_uv(False)
     script = "\n".join([
         "#!/bin/sh", "python3 --version", "python3 -m pip --version || echo 'no pip yet'",
+        "command -v uv || echo 'no uv'",
         "dnf install -y python3.10 || echo \"dnf refused: $?\"",
         f"dnf install -y python{UNIT_PYTHON} python{UNIT_PYTHON}-pip",
         f"python{UNIT_PYTHON} -m pip --version", "echo user-data-done",
@@ -144,6 +147,14 @@ def test_user_data_runs_on_python_3_9_and_dnf_installs_another(fake_cloud: Any) 
     assert "No module named pip" in log and "no pip yet" in log
     assert "No match for argument: python3.10" in log and "dnf refused: 1" in log  # AL2023 offers no 3.10
     assert f"(python {UNIT_PYTHON})" in log, log
+    assert "no uv" in log, log
+
+
+def test_an_ami_baked_with_uv_has_it_on_the_path(fake_cloud: Any) -> None:
+    """The session's AMI (`set_ami_has_uv`): uv on the PATH, the cloud's own; checked off: without the setting,
+    `no uv`."""
+    log = boot_instance(fake_cloud, "#!/bin/sh\nuv --version || echo 'no uv'\n")
+    assert "no uv" not in log and "uv " in log, log
 
 
 def boot_instance(cloud: Any, script: str, **launch: Any) -> str:

@@ -63,12 +63,17 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     parser.add_argument(
         "--cache-dir", type=Path, default=None,
-        help="where the package index mirror keeps what it downloaded from PyPI between runs "
-             "(default: ~/.cache/scaler-fake-cloud)",
+        help="where the package index mirror keeps what it downloaded from PyPI between runs, and the units' links "
+             "to this machine's commands (default: ~/.cache/scaler-fake-cloud)",
     )  # fmt: skip
     parser.add_argument(
         "--package-index", default=None, help="the package index the units install from (default: PyPI's simple API)"
     )
+    parser.add_argument(
+        "--ami-has-uv", action="store_true",
+        help="EC2 instances boot from an AMI that has uv on its PATH, as one baked for scaler does (default: stock "
+        "Amazon Linux 2023, whose instances install uv with pip at each boot, as in AWS)",
+    )  # fmt: skip
     parser.add_argument(
         "--container-engine", choices=("docker",), default=None,
         help="run ECS tasks as containers of their image with this engine (the image must exist locally)",
@@ -165,7 +170,8 @@ def _make_cloud(parser: argparse.ArgumentParser, arguments: argparse.Namespace) 
                      "network (`scaler --docs worker_managers`, 7.1)")  # fmt: skip
     options: dict[str, Any] = {"images": images, "cache_directory": arguments.cache_dir,
                                "isolate_network": arguments.isolate_network,
-                               "container_engine": arguments.container_engine}  # fmt: skip
+                               "container_engine": arguments.container_engine,
+                               "ami_has_uv": arguments.ami_has_uv}  # fmt: skip
     if arguments.package_index:
         options["package_index"] = arguments.package_index
     try:

@@ -58,6 +58,7 @@ class FakeCloud:
         isolate_network: bool = False,
         container_engine: str | None = None,
         package_index: str = UPSTREAM_INDEX,
+        ami_has_uv: bool = False,
     ) -> None:
         # Must be set before moto's IAM backend is first used: AWS-managed policies (ecsTaskExecutionRole's) exist.
         os.environ["MOTO_IAM_LOAD_MANAGED_POLICIES"] = "true"
@@ -77,8 +78,9 @@ class FakeCloud:
         # without a folder of the caller's, the logs go with the units' folders: nothing of a run is left behind
         self._log_directory = log_directory or self._state_directory / "logs"
         self._log_directory.mkdir(parents=True, exist_ok=True)
+        cache = cache_directory or default_cache_directory()
         sandbox = Sandbox(self._state_directory, self._state_directory / "installer-cache", machine_interpreters(),
-                          _uv())  # fmt: skip
+                          _uv(), ami_has_uv=ami_has_uv, commands_cache=cache / "system-bin")  # fmt: skip
         settings = FakeCloudRunnerSettings(
             self.endpoint_url, sandbox, boot_seconds, self._log_directory, spot_notice_seconds,
             ImageCatalogue(images), self._network, container_engine,
@@ -86,7 +88,7 @@ class FakeCloud:
         self._ecs = EcsRunner(settings)
         self._ec2 = Ec2Runner(settings)
         self._batch = BatchContainers(settings)
-        self._package_index = PackageIndex(package_index, cache=cache_directory or default_cache_directory())
+        self._package_index = PackageIndex(package_index, cache=cache)
         self._uninstall_batch: Any = None
         self._stop = threading.Event()
         #: a reset or an API call's follow-up never meets a runner step half-way (re-entrant: a step that
@@ -214,6 +216,11 @@ class FakeCloud:
         """The boot delay of resources launched from now on (the runners share their settings)."""
         self._ecs.settings.boot_seconds = seconds
 
+    def set_ami_has_uv(self, has_uv: bool) -> None:
+        """Whether EC2 instances launched from now on find `uv` on their AMI (one baked for scaler) or boot as stock
+        Amazon Linux 2023, which has none."""
+        self._ec2.settings.sandbox.ami_has_uv = has_uv
+
     def set_spot_notice_seconds(self, seconds: float) -> None:
         """How long EC2 spot instances interrupted from now on run on before EC2 terminates them."""
         self._ec2.settings.spot_notice_seconds = seconds
@@ -298,8 +305,8 @@ def remove_leftover_state() -> None:
 
 
 def default_cache_directory() -> Path:
-    """Where the package index mirror keeps the files it downloaded from PyPI between runs (`index-files/`):
-    `$XDG_CACHE_HOME/scaler-fake-cloud`."""
+    """Where the package index mirror keeps the files it downloaded from PyPI between runs (`index-files/`), and the
+    units' mirror of this machine's commands (`system-bin/`): `$XDG_CACHE_HOME/scaler-fake-cloud`."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "scaler-fake-cloud"
 

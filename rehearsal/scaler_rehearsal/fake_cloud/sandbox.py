@@ -5,9 +5,13 @@ What a unit finds on its PATH is what its image or AMI has:
 - an ECS task or a Batch job (the project's worker image): `python3.X` for the image's Pythons this machine has,
   `uv`, and the image's entrypoint, which makes the unit's virtual environment (`image/worker-entrypoint.sh`);
 - an EC2 instance (Amazon Linux 2023): `python3` (3.9, a fresh environment of its own, without pip), and shims of
-  `dnf`/`yum` (the Pythons AL2023 offers) and `shutdown`/`poweroff`/`halt`/`reboot` (`shims/`);
+  `dnf`/`yum` (the Pythons AL2023 offers) and `shutdown`/`poweroff`/`halt`/`reboot` (`shims/`); with `ami_has_uv`,
+  also `uv`, as an AMI baked for scaler has it (stock AL2023 has none: an instance's boot installs it with pip);
 - both: the machine's ordinary commands (a mirror of /usr/bin, /bin, /usr/sbin, /sbin without its interpreters and
   its power commands: a unit never powers the laptop off).
+
+The mirror of the machine's commands is made once per machine (in the fake cloud's cache directory, `system-bin/`)
+and linked from each cloud's state directory: about 1,400 links, seconds of every start on a loaded disk otherwise.
 
 Packages come from the package index through the fake cloud's mirror (`package_index.py`) into an installer cache
 shared by the cloud's units (`installer_cache`), so that a unit boots in well under a second once the cache is warm.
@@ -31,7 +35,7 @@ from pathlib import Path
 
 from scaler_rehearsal.fake_cloud.images import WORKER_IMAGE_PYTHONS, Image
 from scaler_rehearsal.fake_cloud.package_index import INDEX_ROUTE
-from scaler_rehearsal.images import mirror_commands
+from scaler_rehearsal.images import mirror_commands, shared_mirror
 
 #: The system folders a unit's commands come from (mirrored, less what `_HIDDEN` names).
 _MIRRORED = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")
@@ -71,13 +75,17 @@ class Sandbox:
     interpreters: dict[str, Path]
     uv: Path
     extra_environment: dict[str, str] = field(default_factory=dict)
+    #: the instances' AMI has `uv` on its PATH (an AMI baked for scaler), not only what stock AL2023 has
+    ami_has_uv: bool = False
+    #: where the mirror of the machine's commands is kept for every cloud after this one (None: made for this one)
+    commands_cache: Path | None = None
     _removal: BackgroundRemoval = field(default_factory=lambda: BackgroundRemoval(), repr=False)
 
     def prepare(self) -> Sandbox:
-        for folder in ("system-bin", "image-bin", "ami-repo", "ami-tools", "units"):
+        for folder in ("image-bin", "ami-repo", "ami-tools", "units"):
             shutil.rmtree(self.state_directory / folder, ignore_errors=True)
             (self.state_directory / folder).mkdir(parents=True)
-        self._mirror_system_commands()
+        self._mirror_system_commands(self.state_directory / "system-bin")
         image_bin = self.state_directory / "image-bin"
         for minor in WORKER_IMAGE_PYTHONS:
             if minor in self.interpreters:
@@ -122,6 +130,8 @@ class Sandbox:
         for tool, names in (("dnf", ("dnf", "yum")), ("shutdown", ("shutdown", "poweroff", "halt", "reboot"))):
             for alias in names:
                 (bin_folder / alias).symlink_to(self.state_directory / "ami-tools" / tool)
+        if self.ami_has_uv:
+            (bin_folder / "uv").symlink_to(self.uv)
         environment = self._environment(folder, [bin_folder], endpoint, region)
         # the AMI's python3 (3.9): an environment of this instance's own, which its user data may pip-install into
         subprocess.run([str(bin_folder / "dnf"), "install", "-y", "python3"], env=environment, check=True,
@@ -180,8 +190,16 @@ class Sandbox:
         environment.update(self.extra_environment)
         return environment
 
-    def _mirror_system_commands(self) -> None:
-        mirror_commands(self.state_directory / "system-bin", _MIRRORED, _HIDDEN)
+    def _mirror_system_commands(self, mirror: Path) -> None:
+        """`mirror`: the machine's commands a unit has (a link to the machine's shared mirror when there is a cache)."""
+        if mirror.is_symlink():
+            mirror.unlink()
+        shutil.rmtree(mirror, ignore_errors=True)
+        if self.commands_cache is not None:
+            mirror.symlink_to(shared_mirror(self.commands_cache, _MIRRORED, _HIDDEN), target_is_directory=True)
+            return
+        mirror.mkdir(parents=True)
+        mirror_commands(mirror, _MIRRORED, _HIDDEN)
 
 
 class BackgroundRemoval:

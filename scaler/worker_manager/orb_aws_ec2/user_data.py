@@ -4,9 +4,10 @@ AMI (`--debug-dump-path` writes it out).
 1. Python of the client's major.minor and its pip: the AMI's `pythonX.Y`, else installed with dnf (yum) (Amazon
    Linux 2023, the default AMI, has 3.9 as `python3`, without pip, and offers 3.11 to 3.14 as packages).
 2. This build of scaler: already importable with that Python at this version (an AMI made with it), else
-   installed in a fresh virtual environment (`PYTHON_REQUIREMENTS`: a pin, or a presigned wheel URL) by uv, which
-   pip installs there first (pip alone when it cannot): seconds instead of tens of seconds. The boot program
-   installs the rest of the environment with the same uv.
+   installed in a fresh virtual environment (`PYTHON_REQUIREMENTS`: a pin, or a presigned wheel URL) by uv:
+   the AMI's own `uv` when it has one on its PATH (an AMI baked for scaler), else one pip installs there first
+   (pip alone when it cannot): seconds instead of tens of seconds. The boot program installs the rest of the
+   environment with the same uv.
 3. `python -m scaler.worker_manager.unit.boot '<manifest URL>'`, as an ECS task's COMMAND does.
 4. When the boot program ends (its workers gone, the lease over), the instance shuts itself down
    (`shutdown -h now`), which terminates it: the manager launches it with InstanceInitiatedShutdownBehavior=
@@ -39,7 +40,9 @@ def user_data(launch: UnitLaunch, report_url: str, unit_id: str, manager_id: str
     requirement = launch.scaler_requirement
     marker = f"# scaler: unit {unit_id} of worker manager {manager_id}"
     install = (
-        [f'  install_scaler {shlex.quote(requirement)} >"$UNIT.log" 2>&1 \\',
+        ['  UV=$(command -v uv || true)',
+         '  if [ -n "$UV" ]; then echo "scaler: installing with the AMI\'s uv ($UV)"; fi',
+         f'  install_scaler {shlex.quote(requirement)} >"$UNIT.log" 2>&1 \\',
          f'    || fail scaler "could not install {requirement.split(" @ ")[0]} with $PY: $(tail -c 400 "$UNIT.log")"',
          '  RUN="$UNIT/bin/python"']
         if requirement
@@ -60,10 +63,13 @@ def user_data(launch: UnitLaunch, report_url: str, unit_id: str, manager_id: str
             "}",
             "install_scaler() {",
             '  "$PY" -m venv --without-pip "$UNIT" || return 1',
-            "  # uv (installed with pip from the index) installs in seconds what pip takes tens of seconds for",
-            '  "$PY" -m pip --python "$UNIT/bin/python" install --quiet uv || true',
-            '  if [ -x "$UNIT/bin/uv" ]; then',
-            '    "$UNIT/bin/uv" pip install --quiet --python "$UNIT/bin/python" "$1"',
+            "  # uv installs in seconds what pip takes tens of seconds for: the AMI's, else one installed with pip",
+            '  if [ -z "$UV" ]; then',
+            '    "$PY" -m pip --python "$UNIT/bin/python" install --quiet uv || true',
+            '    if [ -x "$UNIT/bin/uv" ]; then UV="$UNIT/bin/uv"; fi',
+            "  fi",
+            '  if [ -n "$UV" ]; then',
+            '    "$UV" pip install --quiet --python "$UNIT/bin/python" "$1"',
             "  else",
             '    "$PY" -m pip --python "$UNIT/bin/python" install --quiet "$1"',
             "  fi",
