@@ -24,7 +24,9 @@ from tests.integration.test_launcher import STACK_START_SECONDS, Stack
 #: its module fixtures are made once: its tests share one test process (make test: --dist loadgroup)
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120), pytest.mark.xdist_group("test_run_report")]
 
-#: the dashboard tests' headless Chromium (Selenium), as a fixture of this module
+#: the dashboard tests' headless Chromium (Selenium), as fixtures of this module: the module's one chromium, and each
+#: test's hand-over of it
+module_chromium = test_dashboard.module_chromium
 dashboard_browser = test_dashboard.browser
 
 SECTIONS = ("summary", "functions", "timeline", "managers", "workers", "scaling", "memory", "limits")
