@@ -8,10 +8,11 @@ COPY destinations read as those folders and with the `pip` of a fresh virtual en
 That environment then runs what the image runs: the manager (`scaler_worker_manager kubernetes -h`, which needs the
 extra's lightkube) and a worker's module.
 
-The base image's Python is a virtual environment with a current pip, made by uv (`uv venv --seed`, the test extra's
-uv; `python -m venv` where it is missing): a second, where venv's ensurepip took 12 to 20 s. Its pip does not compile
-what it installs to bytecode (the documentation tier's readers' `NO_COMPILE`, which says why): nothing checked here
-depends on it, and compiling numpy's and pandas's modules was half of the RUN line's time (80 s to 36 s, load 4).
+The base image's Python is a virtual environment with a current pip, as the image has, made by uv (`venv_with_pip`:
+a second, where venv's ensurepip took 12 to 20 s). Its pip does not compile what it installs to bytecode (the
+documentation tier's readers' `NO_COMPILE`, which says why): nothing checked here depends on it, and compiling
+numpy's and pandas's modules was half of the RUN line's time (80 s to 36 s with venv's pip 23.2, load 4; a current
+pip takes half the CPU of that pip for the line).
 
 Checked to fail before: the page's Dockerfile copied no wheel (`COPY` missing: the test stops there), and its
 `pip install "scaler-compute==<this version>"` names a distribution the package index does not have; without
@@ -25,13 +26,12 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.docs.readers import NO_COMPILE
-from tests.integration.fresh_install import ROOT, run_wheel
+from tests.integration.fresh_install import ROOT, run_wheel, venv_with_pip
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -51,17 +51,6 @@ def image_block() -> tuple[list[str], Path, list[str]]:
     return lines[:start], Path(heredoc.group("path")), lines[start + 1 : end]
 
 
-def base_python(venv: Path) -> Path:
-    """The base image's Python: a new virtual environment with pip in it."""
-    uv = Path(sys.executable).with_name("uv")
-    if uv.exists():
-        made = [str(uv), "venv", "--seed", "--quiet", "--python", sys.executable, str(venv)]
-    else:
-        made = [sys.executable, "-m", "venv", str(venv)]
-    subprocess.run(made, check=True, timeout=300, capture_output=True)
-    return venv
-
-
 def test_the_dockerfiles_steps_install_the_readers_wheel_with_the_kubernetes_extra(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
 ) -> None:
@@ -73,7 +62,7 @@ def test_the_dockerfiles_steps_install_the_readers_wheel_with_the_kubernetes_ext
     for command in before:
         subprocess.run(["bash", "-c", command], cwd=home, env=environment, check=True, timeout=60)
     context, root = home / dockerfile.parent, tmp_path / "image"
-    venv = base_python(tmp_path / "python")
+    venv = venv_with_pip(tmp_path / "python", pip="current").parent.parent
     image_path = {**environment, **NO_COMPILE, "PATH": f"{venv / 'bin'}:/usr/bin:/bin"}
     destinations: dict[str, Path] = {}
     kinds = [line.split()[0] for line in instructions if line.strip()]

@@ -4,9 +4,10 @@ an install, which looks like one from the package index; but the index has no sc
 yet), so the cloud units must get a wheel of this build, not `scaler-compute==<version>`, which the worker image
 cannot install (the hub then died with only "Essential container in task exited (exit code 1)").
 
-The install is a fresh virtual environment made with `python -m venv`, scaler-compute installed by pip from a folder
-of links holding this tree's wheel, its dependencies from this environment (a `.pth` line, as
-tests/integration/fresh_install.py does). PIP_FIND_LINKS names the folder, as in the reader's shell.
+The install is a fresh virtual environment with venv's pip (`venv_with_pip`), scaler-compute installed by that pip
+(not compiling to bytecode, as the documentation tier's readers' pip) from a folder of links holding this tree's
+wheel, its dependencies from this environment (a `.pth` line, as tests/integration/fresh_install.py does).
+PIP_FIND_LINKS names the folder, as in the reader's shell.
 
 Checked off: with the index check asking pip with the reader's find-links (`index_only_environment` returning the
 environment as it is), `on_index` finds the pin in the folder: the test fails (the manager's unit would be launched
@@ -23,14 +24,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.integration.fresh_install import run_wheel
+from tests.docs.readers import NO_COMPILE
+from tests.integration.fresh_install import run_wheel, venv_with_pip
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
 
@@ -61,13 +62,11 @@ class FoundLinksInstall:
 def found_links(tmp_path_factory: pytest.TempPathFactory) -> FoundLinksInstall:
     root = tmp_path_factory.mktemp("find-links")
     wheel = run_wheel(tmp_path_factory)
-    venv = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300, capture_output=True)
-    python = venv / "bin" / "python"
+    python = venv_with_pip(root / "venv")
     installed = subprocess.run(
         [str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--find-links",
          str(wheel.parent), "scaler-compute"],
-        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, env={**os.environ, **NO_COMPILE},
     )  # fmt: skip
     assert installed.returncode == 0, installed.stderr[-3000:]
     site_packages = Path(subprocess.run(
