@@ -158,6 +158,8 @@ class ClientAgent(Generic[FutureT]):
         self._direct = False  #: the socket is open for direct sends from the user thread
         self._last_direct_send = 0.0
         self._ready = threading.Event()
+        #: told of each batch of futures completed with their tasks' results, after they are (client/eager_reads.py)
+        self.on_answered: Callable[[list[tuple[FutureT, m.TaskResult]]], None] | None = None
         self._shutdown_reply: m.ShutdownReply | None = None
         self._shutdown_answered = threading.Event()
         #: story requests not answered yet, per task (answered in order: the scheduler answers in order)
@@ -411,6 +413,9 @@ class ClientAgent(Generic[FutureT]):
     def _complete(self, effect: Complete[FutureT]) -> None:
         for future, result in effect.results:
             future.set_task_result(result)
+        answered = self.on_answered
+        if answered is not None:
+            answered(effect.results)
 
     def _stream_values(self, effect: StreamValues[FutureT]) -> None:
         for future, item in effect.items:

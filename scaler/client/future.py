@@ -153,6 +153,10 @@ class ScalerFuture(concurrent.futures.Future[T]):
     def task_id(self) -> TaskID:
         return self._task_id
 
+    def reads_with(self, reader: ResultReader) -> bool:
+        """Whether its value is read by `reader` (a client's own results; a job's are another owner's)."""
+        return self._reader is reader
+
     def done(self) -> bool:
         """As `concurrent.futures.Future.done`, without taking the future's lock: one read of its state (asked several
         times per answer by a thread that reads the connection while it waits)."""
@@ -262,6 +266,7 @@ class ScalerFuture(concurrent.futures.Future[T]):
     def result(self, timeout: float | None = None) -> T:
         self._wait(timeout)
         self._materialize()
+        self._taken()
         if self._error is not None:
             raise self._error
         return cast(T, self._value)
@@ -269,6 +274,7 @@ class ScalerFuture(concurrent.futures.Future[T]):
     def exception(self, timeout: float | None = None) -> BaseException | None:
         self._wait(timeout)
         self._materialize()
+        self._taken()
         return self._error
 
     def cancel(self, timeout: float | None = None) -> bool:
@@ -321,6 +327,28 @@ class ScalerFuture(concurrent.futures.Future[T]):
                 if timeout is not None:
                     timeout = max(0.0, timeout - (time.monotonic() - started))
             concurrent.futures.Future.exception(self, timeout)
+
+    def read_before_taken(self, taken: Callable[[], None]) -> bool:
+        """Read the stored value now, before the user asks (client/eager_reads.py): True when it was read here, and
+        then `taken()` is called once the user takes it (`result()`, `exception()`); False when it was read or taken
+        before, or could not be read (the user's call reads again)."""
+        if self._value is not _UNSET or self._error is not None or self._raw is None:
+            return False
+        with self._condition:
+            if self._value is not _UNSET or self._error is not None:
+                return False
+            self._on_taken = taken  # before the value shows: a user who sees it takes it
+            try:
+                self._materialize()
+            except BaseException:
+                self.__dict__.pop("_on_taken", None)
+                raise
+            return True
+
+    def _taken(self) -> None:
+        taken = self.__dict__.pop("_on_taken", None)  # set only on a future read early: none on most
+        if taken is not None:
+            taken()
 
     def _materialize(self) -> None:
         """Turn the task's answer into its value or its error, once: both are remembered. A task that failed carries its

@@ -33,6 +33,7 @@ from typing import Any, NamedTuple, TypeVar
 from scaler.client import cluster_view
 from scaler.client.agent import ClientAgent
 from scaler.client.cluster_view import ClusterView
+from scaler.client.eager_reads import EagerReads
 from scaler.client.future import ScalerFuture
 from scaler.client.graph import encode_graph
 from scaler.client.object_storage_side import ClientObjectStorage, HeldTask
@@ -193,6 +194,9 @@ class Session:
             stored=self._storage,
         )  # fmt: skip
         self._reader = ResultReader(settings.serializer, self._storage.connection)
+        #: stored results read as soon as their tasks are answered (client/eager_reads.py)
+        self._eager = EagerReads(self._storage.as_reader, self._storage.reads_locally)
+        self._agent.on_answered = self._read_stored_results
         self._agent.restore_stored = self._restore_stored
         local_schedulers.note_client(self, self.address, self.security)  # the run report finds its scheduler
 
@@ -475,6 +479,17 @@ class Session:
             ahead.each(futures)
             yield
 
+    def _read_stored_results(self, answered: list[tuple[ScalerFuture[Any], m.TaskResult]]) -> None:
+        """On the thread that read the answers: this client's stored results, to be read at once."""
+        stored = [
+            (future, result.stored_bytes)
+            for future, result in answered
+            if result.payload_kind is m.PayloadKind.OBJECT_ID and type(future) is ScalerFuture
+            and future.reads_with(self._reader) and result.status is m.ResultStatus.SUCCESS
+        ]  # fmt: skip
+        if stored:
+            self._eager.done(stored)
+
     # ------------------------------------------------------------ objects
 
     def store(self, obj: Any, name: str | None = None) -> ObjectReference:
@@ -553,6 +568,7 @@ class Session:
             logger.debug("disconnect: %s", error)
         finally:
             self._agent.stop(CLOSE_TIMEOUT_SECONDS)
+            self._eager.close()
             self._storage.close()
 
     def shutdown_cluster(self) -> None:
@@ -565,6 +581,7 @@ class Session:
         self._closed = True
         local_schedulers.note_client_closed(self)
         self._agent.stop(CLOSE_TIMEOUT_SECONDS)
+        self._eager.close()
         self._storage.close()
 
     def __del__(self) -> None:
@@ -574,6 +591,7 @@ class Session:
             if not self.__dict__.get("_closed", True):
                 self._closed = True
                 self._agent.stop(0.0)
+                self._eager.close()
                 self._storage.close()  # its sockets before their contexts: a context collected first would wait
         except Exception:
             pass

@@ -500,6 +500,17 @@ def test_a_client_gathers_results_several_at_once_as_they_are_done(stack: Stack)
     assert receiving >= 2, f"the results came over {receiving} connection(s) of this client to the storage"
 
 
+def test_a_client_that_takes_results_one_by_one_has_them_read_as_they_are_done(stack: Stack) -> None:
+    """A loop of `result()`: each stored result is read once its task is answered, several at once
+    (client/eager_reads.py), not one after the other as the loop comes to them."""
+    with Client(stack.addresses.scheduler) as client:
+        futures = [client.submit(sized_result, 4 * MiB, 0.2 * (n % 4)) for n in range(12)]
+        results = [future.result() for future in futures]
+        receiving = stack.client_connections_that_received(os.getpid(), 2 * MiB)
+    assert [len(result) for result in results] == [4 * MiB] * 12
+    assert receiving >= 2, f"the results came over {receiving} connection(s) of this client to the storage"
+
+
 def test_a_hosts_large_results_made_at_once_are_uploaded_one_after_the_other(stack: Stack) -> None:
     """Both processors of a host make a large result at the same moment: its cache uploads them one after the other
     on one connection (host_cache/upstream.py, LARGE_UPLOAD_BYTES), so that the first is stored, and its task
