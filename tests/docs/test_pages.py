@@ -277,7 +277,7 @@ def test_a_page_runs_as_written(
         wall, cpu = time.monotonic(), cpu_seconds()
         try:
             for step in steps:
-                if results and results[-1].outcome == "failed" and not keep_going:
+                if not keep_going and any(result.outcome == "failed" for result in results):
                     results.append(StepResult(step, "not reached"))
                     continue
                 results.append(run.run(step))
