@@ -70,10 +70,7 @@ def run_hub(settings: dict[str, Any]) -> int:
         storage, scheduler = _sections(settings, ports, server_key, authorized)
         public, secret = read_key_pair(server_key)
         probe = CurveSecurity(public, secret, public)  # the servers' own pair may probe them
-        children = [start_python_child(["scaler.object_storage.server", section_to_json(storage)])]
-        wait_for_object_storage(f"tcp://127.0.0.1:{ports[1]}", READY_TIMEOUT_SECONDS, children, security=probe)
-        children.append(start_python_child(["scaler.scheduler.process", section_to_json(scheduler)]))
-        wait_for_scheduler(f"tcp://127.0.0.1:{ports[0]}", READY_TIMEOUT_SECONDS, children, security=probe)
+        children = _start_servers(storage, scheduler, ports, probe)
         address = own_address()
         hub = {"address": address, "scheduler_port": ports[0], "storage_port": ports[1], "monitor_port": ports[2]}
         if settings.get("tunnel"):
@@ -88,6 +85,24 @@ def run_hub(settings: dict[str, Any]) -> int:
             stop_children(list(reversed(children)), 10.0)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _start_servers(
+    storage: ObjectStorageServerConfig, scheduler: SchedulerConfig, ports: tuple[int, int, int], probe: CurveSecurity
+) -> list[Any]:
+    """The object storage server and the scheduler, started side by side (each takes seconds to import and bind; the
+    scheduler waits for the storage itself), once both answer; neither is left running when one fails to start."""
+    children = [
+        start_python_child(["scaler.object_storage.server", section_to_json(storage)]),
+        start_python_child(["scaler.scheduler.process", section_to_json(scheduler)]),
+    ]
+    try:
+        wait_for_object_storage(f"tcp://127.0.0.1:{ports[1]}", READY_TIMEOUT_SECONDS, children, security=probe)
+        wait_for_scheduler(f"tcp://127.0.0.1:{ports[0]}", READY_TIMEOUT_SECONDS, children, security=probe)
+    except BaseException:
+        stop_children(list(reversed(children)), 10.0)
+        raise
+    return children
 
 
 def _keep(
