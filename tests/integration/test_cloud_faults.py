@@ -15,6 +15,7 @@ import pytest
 
 from scaler import Client
 from scaler.io.address import free_tcp_port_block
+from scaler.protocol import messages as m
 from tests.integration.cloud_harness import CLOUD_ENVIRONMENT, SESSION_VARIABLES
 from tests.integration.conftest import CLOUD_START_SECONDS, Addresses, Launcher, Service, monitor, wait_for
 from tests.integration.manager_harness import manager_of
@@ -49,15 +50,19 @@ def errors_in(service: Service, text: str) -> int:
     return sum(1 for line in service.log_text().splitlines() if text in line and ("[ERROR]" in line or "[WARN" in line))
 
 
-def stays_registered(addresses: Addresses, manager_id: str, seconds: float = 4.0) -> None:
-    """The manager goes on heartbeating: from the first snapshot that lists it, the scheduler lists it in every
+def stays_registered(addresses: Addresses, *manager_ids: str, seconds: float = 4.0) -> None:
+    """The managers go on heartbeating: from the first snapshot that lists them all, the scheduler lists each in every
     snapshot for `seconds` of the scheduler's time."""
+
+    def listed(snapshot: m.StatusSnapshot) -> bool:
+        return all(manager_of(snapshot, manager_id) is not None for manager_id in manager_ids)
+
     with monitor(addresses.monitor) as next_snapshot:
-        first = next_snapshot(lambda snapshot: manager_of(snapshot, manager_id) is not None)
+        first = next_snapshot(listed)
         snapshot = first
         while snapshot.time - first.time < seconds:
             snapshot = next_snapshot()
-            assert manager_of(snapshot, manager_id) is not None, f"{manager_id} left the scheduler's list"
+            assert listed(snapshot), f"one of {manager_ids} left the scheduler's list"
 
 
 @pytest.mark.parametrize("kind", ["aws_raw_ecs", "orb_aws_ec2"])
@@ -80,30 +85,33 @@ def test_a_spot_price_for_on_demand_instances_is_refused_at_start(launcher: Laun
     assert "--spot-max-price 0.05: only spot instances have one (add --market-type spot)" in manager.log_text()
 
 
-@pytest.mark.parametrize(
-    ("kind", "code"), [("aws_raw_ecs", "InvalidClientTokenId"), ("orb_aws_ec2", "AuthFailure")], ids=["ecs", "ec2"]
-)
-def test_bad_credentials_are_reported_once_and_the_manager_goes_on(
-    launcher: Launcher, queued_work: Addresses, kind: str, code: str
-) -> None:
+#: The two kinds with bad keys: the manager's id, and the error code its cloud API gives them.
+BAD_KEYS = {"aws_raw_ecs": ("bad-keys-ecs", "InvalidClientTokenId"), "orb_aws_ec2": ("bad-keys-ec2", "AuthFailure")}
+
+
+def test_bad_credentials_are_reported_once_and_the_manager_goes_on(launcher: Launcher, queued_work: Addresses) -> None:
+    """An ECS manager and an EC2 manager, both with wrong keys, against one cloud that checks them."""
     port = free_tcp_port_block(1)
     cloud = launcher.start("scaler_fake_cloud", "--port", str(port), "--require-credentials")
     cloud.wait_for_log("AWS_ENDPOINT_URL=", CLOUD_START_SECONDS)
-    manager = start_manager(
-        launcher, kind, queued_work.scheduler, "bad-keys", AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}",
-        AWS_ACCESS_KEY_ID="AKIANOTAREALKEY00000", AWS_SECRET_ACCESS_KEY="wrong",
-    )  # fmt: skip
-    manager.wait_for_log(code)
-    # the runner's first listing may come well after the EC2 manager's start-up lookup (which names the code too) on a
-    # loaded machine: from the runner's report on, the manager goes on listing without reporting it again
-    manager.wait_for_log("could not list the units")
-    stays_registered(queued_work, "bad-keys")
-    assert manager.is_running()
-    # once by the runner (the EC2 manager also says at start that it could not look the instance type up)
-    assert errors_in(manager, "could not list the units") == 1, manager.log_text()
-    assert errors_in(manager, code) <= 2, manager.log_text()
-    assert "credentials are wrong or expired" in manager.log_text()
-    assert "launched unit" not in manager.log_text()
+    keys = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "AKIANOTAREALKEY00000",
+            "AWS_SECRET_ACCESS_KEY": "wrong"}  # fmt: skip
+    managers = {
+        kind: start_manager(launcher, kind, queued_work.scheduler, BAD_KEYS[kind][0], **keys) for kind in BAD_KEYS
+    }
+    for kind, manager in managers.items():
+        manager.wait_for_log(BAD_KEYS[kind][1])
+        # the runner's first listing may come well after the EC2 manager's start-up lookup (which names the code too)
+        # on a loaded machine: from the runner's report on, the manager goes on listing without reporting it again
+        manager.wait_for_log("could not list the units")
+    stays_registered(queued_work, *(manager_id for manager_id, _code in BAD_KEYS.values()))
+    for kind, manager in managers.items():
+        assert manager.is_running()
+        # once by the runner (the EC2 manager also says at start that it could not look the instance type up)
+        assert errors_in(manager, "could not list the units") == 1, manager.log_text()
+        assert errors_in(manager, BAD_KEYS[kind][1]) <= 2, manager.log_text()
+        assert "credentials are wrong or expired" in manager.log_text()
+        assert "launched unit" not in manager.log_text()
 
 
 def test_a_subnet_that_does_not_exist_is_named_once(
