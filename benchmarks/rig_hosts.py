@@ -11,6 +11,7 @@ per system (benchmarks/rig/client_<system>.py), the systems alternated within ea
 - broadcast: one 100 MB object read by every slot;
 - shared: 200 tasks reading one 50 MB array;
 - gather: 2N results of 10 MB gathered by the client;
+- loop: the same results taken one by one by a loop (`result()`, Ray's `ray.get` of each);
 - shuffle: N x N partitions of 10 MB made by tasks, then N tasks each reading one from every maker.
 
 Per workload: the time (all of it, and from the object's publication on), every host's bytes sent and received, the
@@ -45,7 +46,7 @@ from tests.rig import MBIT, Rig, unavailable  # noqa: E402
 
 MB = 1_000_000
 SYSTEMS = ("ours", "ray", "dask")
-WORKLOADS = ("broadcast", "shared", "gather", "shuffle")
+WORKLOADS = ("broadcast", "shared", "gather", "loop", "shuffle")
 CLIENTS = BENCH_DIR / "rig"
 RUN_SECONDS = 900.0
 
@@ -56,7 +57,7 @@ def parameters(workload: str, hosts: int, slots: int, quick: bool) -> dict[str, 
         return {"size": 100 * MB // scale, "tasks": hosts * slots, "hold_seconds": 0.5}
     if workload == "shared":
         return {"size": 50 * MB // scale, "tasks": 200 // scale, "hold_seconds": 0.0}
-    if workload == "gather":
+    if workload in ("gather", "loop"):
         return {"size": 10 * MB // scale, "tasks": 2 * hosts}
     return {"size": 10 * MB // scale, "tasks": hosts * hosts + hosts, "hosts": hosts}
 
@@ -144,9 +145,9 @@ def run_workload(rig: Rig, running: systems.Running, python: Path, workload: str
 
 def limit_seconds(workload: str, params: dict[str, Any], rate_bits: int) -> float:
     """What the links allow: one host's fetch of the object (broadcast, shared), the client link's carrying every
-    result (gather), every partition crossing at the worker links' aggregate rate (shuffle)."""
+    result (gather, loop), every partition crossing at the worker links' aggregate rate (shuffle)."""
     size = params["size"]
-    if workload == "gather":
+    if workload in ("gather", "loop"):
         return params["tasks"] * size * 8 / rate_bits
     if workload == "shuffle":
         return params["hosts"] * size * 8 / rate_bits

@@ -39,6 +39,11 @@ def main():
             published = started
             values = client.gather([client.submit(make, index, size, pure=False) for index in range(tasks)])
             right = all(value[0] == index for index, value in enumerate(values))
+        elif workload == "loop":
+            published = started
+            futures = [client.submit(make, index, size, pure=False) for index in range(tasks)]
+            values = [future.result() for future in futures]
+            right = all(value[0] == index for index, value in enumerate(values))
         elif workload == "shuffle":
             published, hosts = started, params["hosts"]
             parts = [[client.submit(make, i * hosts + j, size, pure=False) for j in range(hosts)] for i in range(hosts)]

@@ -41,6 +41,11 @@ def main():
             futures = [client.submit(make, index, size) for index in range(tasks)]
             values = client.gather(futures)  # as Dask's client.gather and Ray's ray.get of the list
             right = all(value[0] == index for index, value in enumerate(values))
+        elif workload == "loop":
+            published = started
+            futures = [client.submit(make, index, size) for index in range(tasks)]
+            values = [future.result() for future in futures]
+            right = all(value[0] == index for index, value in enumerate(values))
         elif workload == "shuffle":  # one graph: the makers' partitions go to the reducers as their arguments
             published, hosts = started, params["hosts"]
             graph = {f"part-{i}-{j}": (make, i * hosts + j, size) for i in range(hosts) for j in range(hosts)}

@@ -42,6 +42,10 @@ def main():
         published = started
         values = ray.get([make.remote(index, size) for index in range(tasks)])
         right = all(value[0] == index for index, value in enumerate(values))
+    elif workload == "loop":
+        published = started
+        values = [ray.get(reference) for reference in [make.remote(index, size) for index in range(tasks)]]
+        right = all(value[0] == index for index, value in enumerate(values))
     elif workload == "shuffle":
         published, hosts = started, params["hosts"]
         parts = [[make.remote(i * hosts + j, size) for j in range(hosts)] for i in range(hosts)]

@@ -1,8 +1,8 @@
 """ScalerFuture: a `concurrent.futures.Future` whose value is deserialized when first asked for.
 
-The client's I/O thread completes a future with the raw TaskResult; `result()` and `exception()`
-turn it into a value or an exception in the thread that asks (large results are fetched from
-object storage then, not on the I/O thread). Futures work with `concurrent.futures.wait`,
+The client's I/O thread completes a future with the raw TaskResult; `result()` and `exception()` turn it into a value
+or an exception in the thread that asks (large results are fetched from object storage then, not on the I/O thread,
+unless a reading thread read it first: client/eager_reads.py). Futures work with `concurrent.futures.wait`,
 `as_completed`, done callbacks and `await` (through `asyncio.wrap_future`).
 """
 
