@@ -329,17 +329,20 @@ class ScalerFuture(concurrent.futures.Future[T]):
             concurrent.futures.Future.exception(self, timeout)
 
     def read_before_taken(self, taken: Callable[[], None]) -> bool:
-        """Read the stored value now, before the user asks (client/eager_reads.py): True when it was read here, and
-        then `taken()` is called once the user takes it (`result()`, `exception()`); False when it was read or taken
-        before, or could not be read (the user's call reads again)."""
-        if self._value is not _UNSET or self._error is not None or self._raw is None:
+        """Read a successful task's stored value now, before the user asks (client/eager_reads.py): True when it was
+        read here, and then `taken()` is called once the user takes it (`result()`, `exception()`); False when it was
+        read or taken before. A read that fails raises and leaves nothing behind: whatever went wrong (the storage
+        restarted mid-read, a value that does not deserialize), the user's own call reads again and says it."""
+        raw = self._raw
+        if self._value is not _UNSET or self._error is not None or raw is None:
             return False
         with self._condition:
-            if self._value is not _UNSET or self._error is not None:
+            if self._value is not _UNSET or self._error is not None or raw.status is not m.ResultStatus.SUCCESS:
                 return False
+            assert self._reader is not None
             self._on_taken = taken  # before the value shows: a user who sees it takes it
             try:
-                self._materialize()
+                self._value = self._reader.read(raw)
             except BaseException:
                 self.__dict__.pop("_on_taken", None)
                 raise

@@ -11,6 +11,10 @@ from typing import Any
 import pytest
 
 from scaler.client.eager_reads import EagerReads
+from scaler.client.future import ScalerFuture
+from scaler.errors import MissingObjects
+from scaler.protocol import messages as m
+from scaler.protocol.ids import TaskID
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -106,3 +110,38 @@ def test_a_closed_reader_reads_nothing_more() -> None:
     future = Stored()
     eager.done([(future, 10)])
     assert not future.read.wait(0.2)
+
+
+class FlakyReader:
+    """A result reader whose first read fails as a storage restarting under it does (the object not there yet)."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def read(self, result: m.TaskResult) -> bytes:
+        self.reads += 1
+        if self.reads == 1:
+            raise MissingObjects(f"object {result.payload.hex()} was not stored: its writer stopped mid-write")
+        return b"the value"
+
+
+def test_an_early_read_that_fails_leaves_the_future_to_the_users_own_read() -> None:
+    reader = FlakyReader()
+    future: ScalerFuture[bytes] = ScalerFuture(TaskID(b"t" * 16), reader, None)  # type: ignore[arg-type]
+    future.set_task_result(m.TaskResult(TaskID(b"t" * 16), m.ResultStatus.SUCCESS, m.PayloadKind.OBJECT_ID, b"o" * 16))
+    with pytest.raises(MissingObjects):
+        future.read_before_taken(lambda: None)
+    assert future.result(timeout=1) == b"the value"
+    assert reader.reads == 2
+
+
+def test_an_early_read_is_what_result_returns_and_taking_it_releases_its_bytes() -> None:
+    reader = FlakyReader()
+    reader.reads = 1  # reads well from the start
+    future: ScalerFuture[bytes] = ScalerFuture(TaskID(b"u" * 16), reader, None)  # type: ignore[arg-type]
+    future.set_task_result(m.TaskResult(TaskID(b"u" * 16), m.ResultStatus.SUCCESS, m.PayloadKind.OBJECT_ID, b"o" * 16))
+    taken: list[bool] = []
+    assert future.read_before_taken(lambda: taken.append(True))
+    assert not future.read_before_taken(lambda: taken.append(False)), "a value read once is not read again"
+    assert future.result(timeout=1) == b"the value" and future.result(timeout=1) == b"the value"
+    assert taken == [True] and reader.reads == 2
