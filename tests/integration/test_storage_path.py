@@ -16,6 +16,7 @@ import psutil
 import pytest
 
 from scaler import Client
+from scaler.client.eager_reads import EagerReads
 from scaler.errors import ObjectStorageException, ProcessorDiedError
 from scaler.io.address import free_tcp_port_block
 from scaler.object_storage import local_segments
@@ -92,6 +93,9 @@ def test_a_result_fetch_that_failed_during_a_storage_stall_succeeds_on_the_next_
     """A client on another host fetches its result over the socket, so a stalled server fails the fetch (on the
     storage's host the client maps its own result by name: the next test)."""
     monkeypatch.setattr(local_segments, "sees", lambda directory: False)
+    # the user's own read: nothing read as soon as the task is answered (client/eager_reads.py, whose failed reads
+    # tests/unit/test_eager_reads.py covers), else the value may be read before the stall
+    monkeypatch.setattr(EagerReads, "done", lambda self, answered: None)
     addresses, _scheduler, storage = launcher.stack(workers=1)
     with Client(address=addresses.scheduler, timeout_seconds=2) as client:
         future = client.submit(big_result_after, 0.0, 3)
