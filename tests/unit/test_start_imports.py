@@ -2,16 +2,20 @@
 
 Each case runs a start's imports (and, for the worker pool, its settings check) in a fresh interpreter and lists the
 heavy modules it loaded that it has no use for. Each such module costs tens to hundreds of milliseconds of CPU per
-start, and the test suite starts thousands of these processes.
+start, and the test suite starts thousands of these processes. A scheduler executes itself again on glibc's malloc
+(scheduler/allocator.py): what it imports before that, it imports twice.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from scaler.scheduler.allocator import MARK
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,12 +29,6 @@ print(" ".join(sorted(name for name in sys.modules if name.startswith(unused))))
 
 #: start -> (the code of the start, the modules (and their submodules) it must not import)
 STARTS = {
-    # `scaler_scheduler` executes itself again for glibc's malloc before anything else (scheduler/allocator.py): what
-    # its module imports before that is paid twice.
-    "the scheduler command before it executes itself again": (
-        "import scaler.entry_points.scheduler",
-        ("pydantic", "pydantic_settings", "scaler.config.loader", "scaler.config.sections", "scaler.scheduler.process"),
-    ),
     # A storage server that is no host cache has no client of another storage server.
     "an object storage server": (
         "import scaler.object_storage.server",
@@ -65,3 +63,52 @@ def test_a_start_imports_nothing_it_does_not_use(start: str) -> None:
     )
     assert finished.returncode == 0, finished.stderr
     assert finished.stdout.split() == []
+
+
+#: Runs a scheduler's start with `os.execve` replaced: at the moment the process would execute itself again on glibc's
+#: malloc (scheduler/allocator.py), it lists what it has imported that it imports again after (the scheduler, its
+#: settings' loader) and exits.
+AT_EXECUTE_AGAIN = """
+import os, sys
+again = ("pydantic", "pydantic_settings", "scaler.config.loader", "scaler.config.sections", "scaler.scheduler.core",
+         "scaler.protocol", "zmq")
+
+def report(*arguments):
+    print("executed again;", " ".join(sorted(name for name in sys.modules if name.startswith(again))))
+    sys.stdout.flush()
+    os._exit(0)
+
+os.execve = report
+"""
+
+#: start -> its code, run after AT_EXECUTE_AGAIN
+SCHEDULER_STARTS = {
+    "scaler_scheduler": "from scaler.entry_points.scheduler import main\n"
+    "sys.argv = ['scaler_scheduler', '--help']\nmain()",
+    "python -m scaler.scheduler.process": "import runpy\nsys.argv = ['scaler.scheduler.process', '{}']\n"
+    "runpy.run_module('scaler.scheduler.process', run_name='__main__', alter_sys=True)",
+}
+
+
+def _on_glibc() -> bool:
+    try:
+        return sys.platform.startswith("linux") and bool(os.confstr("CS_GNU_LIBC_VERSION"))
+    except (ValueError, OSError):
+        return False
+
+
+@pytest.mark.skipif(not _on_glibc(), reason="the scheduler executes itself again on glibc only")
+@pytest.mark.parametrize("start", list(SCHEDULER_STARTS))
+def test_a_scheduler_executes_itself_again_before_it_imports_the_scheduler(start: str) -> None:
+    environment = {name: value for name, value in os.environ.items() if name not in ("PYTHONMALLOC", MARK)}
+    finished = subprocess.run(
+        [sys.executable, "-c", AT_EXECUTE_AGAIN + SCHEDULER_STARTS[start]],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=environment,
+        timeout=60,
+        check=False,
+    )
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.split() == ["executed", "again;"]
