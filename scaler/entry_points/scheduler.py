@@ -5,15 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scaler.config.commands import SCHEDULER
-from scaler.config.loader import load_command
-
 
 def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:  # the command itself, not a call from another program
         from scaler.scheduler.allocator import use_the_system_allocator
 
-        use_the_system_allocator()  # glibc's malloc: memory given back after a drain (allocator.py says why)
+        # glibc's malloc: memory given back after a drain (allocator.py says why). The process executes itself again
+        # here, so nothing else is imported before (the settings' loader alone is a good part of a second of CPU).
+        use_the_system_allocator()
+    from scaler.config.commands import SCHEDULER
+    from scaler.config.loader import load_command
+
     config, _ = load_command(SCHEDULER, argv)
     from scaler.config.logging_setup import setup_logging
     from scaler.io.process_profiling import run_profiled

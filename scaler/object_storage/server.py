@@ -22,7 +22,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zmq
 
@@ -39,7 +39,6 @@ from scaler.io.zmq_parts import Frames
 from scaler.object_storage import segment_directory
 from scaler.object_storage.disk_worker import DiskWorker
 from scaler.object_storage.host_cache.cache_rules import FETCHER
-from scaler.object_storage.host_cache.glue import CacheGlue
 from scaler.object_storage.memory_budget import memory_budget
 from scaler.object_storage.segment_files import (
     FoundPut,
@@ -72,6 +71,9 @@ from scaler.security.connection_files import STORAGE_SERVICE
 from scaler.security.find import ServedAddresses, ServerKeys, server_keys
 from scaler.security.key_files import KeyFileError
 from scaler.security.tls_settings import server_certificate
+
+if TYPE_CHECKING:
+    from scaler.object_storage.host_cache.glue import CacheGlue
 
 logger = logging.getLogger(__name__)
 
@@ -555,6 +557,8 @@ def _make_shell(
             directory, shell.on_written, shell.on_read, segments[0] if segments else None, shell.on_segment_written
         )
     if upstream is not None and segments is not None:
+        from scaler.object_storage.host_cache.glue import CacheGlue  # a host cache's only: its client of the upstream
+
         shell.cache = CacheGlue(
             shell, loop, upstream.address, segments[0], upstream.security, upstream.timeout_seconds, endpoint
         )

@@ -7,17 +7,53 @@ decision values, the `ScalingPolicy` protocol and `make_policy`. Policies are re
 
 from __future__ import annotations
 
-from scaler.policy.capability import covers, format_capabilities, parse_capabilities
-from scaler.policy.decision import ScalingDecision, ScalingMemory, ScalingStep
-from scaler.policy.protocols import ScalingPolicy
-from scaler.policy.registry import (
-    DEFAULT_ENGINE_TYPE,
-    DEFAULT_POLICY_CONTENT,
-    ENGINE_TYPES,
-    ResolvedPolicy,
-    make_policy,
-)
-from scaler.policy.snapshot import ManagerView, ScalingSnapshot, TaskGroup, WorkerView
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from scaler.policy.capability import covers, format_capabilities, parse_capabilities
+    from scaler.policy.decision import ScalingDecision, ScalingMemory, ScalingStep
+    from scaler.policy.protocols import ScalingPolicy
+    from scaler.policy.registry import (
+        DEFAULT_ENGINE_TYPE,
+        DEFAULT_POLICY_CONTENT,
+        ENGINE_TYPES,
+        ResolvedPolicy,
+        make_policy,
+    )
+    from scaler.policy.snapshot import ManagerView, ScalingSnapshot, TaskGroup, WorkerView
+
+#: The public surface, imported when first used: a process that needs one module of the package (a worker pool reads
+#: capability strings) does not import every policy.
+_LAZY = {
+    "covers": "scaler.policy.capability",
+    "format_capabilities": "scaler.policy.capability",
+    "parse_capabilities": "scaler.policy.capability",
+    "ScalingDecision": "scaler.policy.decision",
+    "ScalingMemory": "scaler.policy.decision",
+    "ScalingStep": "scaler.policy.decision",
+    "ScalingPolicy": "scaler.policy.protocols",
+    "DEFAULT_ENGINE_TYPE": "scaler.policy.registry",
+    "DEFAULT_POLICY_CONTENT": "scaler.policy.registry",
+    "ENGINE_TYPES": "scaler.policy.registry",
+    "ResolvedPolicy": "scaler.policy.registry",
+    "make_policy": "scaler.policy.registry",
+    "ManagerView": "scaler.policy.snapshot",
+    "ScalingSnapshot": "scaler.policy.snapshot",
+    "TaskGroup": "scaler.policy.snapshot",
+    "WorkerView": "scaler.policy.snapshot",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'scaler.policy' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DEFAULT_ENGINE_TYPE",

@@ -15,7 +15,7 @@ goes to a bigger worker, and the scaling policies ask a manager whose workers ar
 from __future__ import annotations
 
 from scaler.config.byte_size import ACCEPTED_FORMS, format_byte_size, parse_byte_size
-from scaler.protocol.messages import Capabilities
+from scaler.protocol.message_extras import Capabilities
 
 #: Value of a capability that is present without a quantity (`linux` rather than `cpu=8`).
 PRESENT = -1

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # `python -m scaler.scheduler.process`: on glibc's malloc (allocator.py says why)
+    # The process executes itself again here, before the imports below, which would otherwise be imported twice.
+    from scaler.scheduler.allocator import use_the_system_allocator
+
+    use_the_system_allocator()
+
 import asyncio
 import gc
 import logging
@@ -299,12 +305,10 @@ def _check_object_storage(address: str, security: TransportSecurity | None, betw
 
 
 def main() -> None:
-    """`python -m scaler.scheduler.process '<SchedulerConfig as JSON>'`: how local clusters start a scheduler."""
+    """`python -m scaler.scheduler.process '<SchedulerConfig as JSON>'`: how local clusters start a scheduler (on
+    glibc's malloc: the module's first lines)."""
     import sys
 
-    from scaler.scheduler.allocator import use_the_system_allocator
-
-    use_the_system_allocator()  # glibc's malloc: memory given back after a drain (allocator.py says why)
     from scaler.config.logging_setup import setup_logging
     from scaler.io.process_profiling import run_profiled
 

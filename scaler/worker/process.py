@@ -18,7 +18,6 @@ from scaler.io.address import AddressError, parse_address
 from scaler.io.event_loop import close_loop, new_event_loop
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION
 from scaler.protocol.ids import new_worker_id
-from scaler.worker.agent import core as agent_core
 from scaler.worker.preload import check_preimport, parse_preload
 
 if TYPE_CHECKING:
@@ -129,6 +128,7 @@ def run_agent(
     if slots < 1:
         raise ValueError(f"a worker needs at least one slot, not {slots}")
     from scaler.io.sockets import SocketFactory
+    from scaler.worker.agent import core as agent_core
     from scaler.worker.agent.shell import TICK_SECONDS, WorkerAgent, build_hello
 
     settings = agent_core.AgentSettings(
