@@ -51,7 +51,7 @@ from scaler.object_storage.segment_files import (
 from scaler.object_storage.segment_reaper import Reaper, start_reaper
 from scaler.object_storage.service import Reply, StorageAnswer, StorageService, bad_request
 from scaler.object_storage.spill_files import SpillDirectoryError, lock_spill_directory, scan_spill_directory
-from scaler.object_storage.store import IMMEDIATE_WORK, AdoptSegment, ObjectStore, PayloadBuffer, RemoveSegment
+from scaler.object_storage.store import IMMEDIATE_WORK, AdoptSegment, ObjectStore, PayloadBuffer
 from scaler.object_storage.traffic import SWEEP_SECONDS
 from scaler.protocol.codec import encode_storage_reply
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
@@ -516,7 +516,8 @@ def _write_begins(puts: list[FoundPut]) -> list[WriteBegin]:
 def adopt_segments(store: ObjectStore, directory: str, scan: SegmentScan) -> int:
     """Restore the objects of a segment directory's scan into the store (after the spill directory's), and from then
     on hold objects there; returns how many were taken. Files not taken, and those evicted to make room within the
-    budget, are removed."""
+    budget, are removed. The spill files of the objects taken (with a spill directory) are left to the disk worker:
+    the store hands them out with its next work."""
     found = 0
     for segment in scan.found:
         if store.restore_segment(segment.object_id, segment.owner_id, segment.total_bytes, segment.name):
@@ -525,9 +526,8 @@ def adopt_segments(store: ObjectStore, directory: str, scan: SegmentScan) -> int
             os.unlink(segment_path(directory, segment.object_id))
     store.segments = True
     store.evict()
-    for work in store.take_work():  # room made within the budget: the evicted objects' segment files go
-        if isinstance(work, RemoveSegment):
-            os.unlink(segment_path(directory, work.object_id))
+    for removal in store.take_removals():  # room made within the budget: the evicted objects' segment files go
+        os.unlink(segment_path(directory, removal.object_id))
     return found
 
 
@@ -556,6 +556,7 @@ def _make_shell(
         shell.disk = DiskWorker(
             directory, shell.on_written, shell.on_read, segments[0] if segments else None, shell.on_segment_written
         )
+        shell.run_disk_work([])  # the spill files of the objects taken from the segment directory (adopt_segments)
     if upstream is not None and segments is not None:
         from scaler.object_storage.host_cache.glue import CacheGlue  # a host cache's only: its client of the upstream
 

@@ -38,8 +38,9 @@ Where an object is with respect to the spill directory (`Residence`), and what m
     MEMORY_AND_DISK, evicted    -> DISK             (least recently used first, while over the budget)
     DISK, read back (a get)     -> MEMORY_AND_DISK  (the most recently used; a torn file removes the object)
     found at start in the spill directory -> DISK
-    found at start in the segment directory -> MEMORY (without a spill directory; with one, the segment files are
-                                                      dropped: the spill files are the truth)
+    found at start in the segment directory -> MEMORY (without a spill directory; with one, the segment files of
+                                                      objects found in spill files are dropped: the spill files are
+                                                      the truth; the others are taken: WRITING)
 
 With a spill directory every object is written through, so eviction never waits for a write, and every object
 whose put was answered is in a spill file, which is what lets a restarted server find them all. A put (or adopt) is
@@ -408,20 +409,33 @@ class ObjectStore:
         self._next_generation = max(self._next_generation, generation + 1)
 
     def restore_segment(self, object_id: bytes, owner_id: bytes, total_bytes: int, name: str) -> bool:
-        """An object found in the segment directory at start, taken when there is no spill directory (held in memory
-        only, as it was). With a spill directory it is not taken (returns False: its file must go): the object is in
-        its spill file if its put was answered, and a segment file cannot tell whether it holds that put or a later
-        one whose spill file a crash cut short; a get reads it back. Segment files count even over the budget."""
-        if self.spills:
+        """An object found in the segment directory at start. Without a spill directory it is taken (held in memory
+        only, as it was). With one, the spill files are the truth where they have the object: a segment file cannot
+        tell whether it holds that object's answered put or a later one whose spill file a crash cut short, so it is
+        not taken (returns False: its file must go) and a get reads the spill file back. Where no spill file has the
+        object, the file holds a put its predecessor placed (readers had it) and was killed before writing through,
+        not answered yet: it is taken and written through, as an unanswered put is (its writer's request sent again
+        finds it held). Segment files count even over the budget."""
+        if self.spills and object_id in self._objects:
             return False
         self._remove(object_id, renamed_over=True)
-        stored = StoredObject(owner_id, total_bytes, name, None, Residence.MEMORY, self._generation(), Segment.READY)
+        residence = Residence.WRITING if self.spills else Residence.MEMORY
+        stored = StoredObject(owner_id, total_bytes, name, None, residence, self._generation(), Segment.READY)
+        if self.spills:
+            self._write(WriteFile(object_id, stored.generation, owner_id, name, None))
         self._insert(object_id, stored)
         return True
 
     def evict(self) -> None:
         """Make room within the budget (after `restore`)."""
         self._evict()
+
+    def take_removals(self) -> list[RemoveSegment]:
+        """At start, before the shell has its disk worker: the segment files of the objects `evict` dropped from
+        memory, to remove now; the rest of the work stays for the shell's first `take_work`."""
+        removals = [work for work in self._work if isinstance(work, RemoveSegment)]
+        self._work = [work for work in self._work if not isinstance(work, RemoveSegment)]
+        return removals
 
     def write_finished(self, object_id: bytes, generation: int, error: str | None) -> Refusal | None:
         """A spill file was written (`error` None) or could not be. Returns the refusal of its put, if any: a

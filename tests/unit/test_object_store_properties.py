@@ -18,8 +18,10 @@ and read them as a peer of the host does: `getMapped`, then the file by its name
 the above: a segment file named after an object holds the frames of its newest put, and is there exactly while the
 store holds the object as a segment (so a deleted object's file is gone once its delete is answered: a reader that
 maps objects by name never reads one); a graceful stop removes the segment directory, a crash leaves it to the next
-server, which drops it (with a spill directory the spill files are the truth: a segment file adopted at start could
-hold a later put than its object's spill file, found so).
+server, which drops the files of the objects it found in spill files (the spill files are the truth: a segment file
+adopted at start could hold a later put than its object's spill file, found so) and takes the others, writing them
+through (a put placed and not answered when the server was killed: a crash may bring it back, as it may its spill
+file).
 
 Checked against the mechanisms switched off (by editing the code, then restoring it):
 - main's spill file format (frames joined on read-back): fails in every run, e.g. the frames `(b"",)` read back as
@@ -142,6 +144,9 @@ class StoreHistories(RuleBasedStateMachine):
         #: object id -> every frames put under it since the last restart found it settled (what a crash may bring back)
         self.history: dict[bytes, set[Frames]] = {object_id: set() for object_id in OBJECT_IDS}
         self.version = dict.fromkeys(OBJECT_IDS, 0)
+        #: object id -> the frames of a segment file the last restart took with no spill file of it (a put placed and
+        #: not answered: as a put waiting for its answer, a stop may leave its spill file even if it is deleted since)
+        self.taken: dict[bytes, Frames] = {}
         self.puts: dict[int, _Put] = {}
         self.gets: dict[int, _Get] = {}
         self.next_request = 1
@@ -398,21 +403,32 @@ class StoreHistories(RuleBasedStateMachine):
             if acknowledged is not None and object_id in self.durable:  # answered and written: back, as it was
                 assert found == acknowledged, (object_id, found, acknowledged)
             elif found is not None:
-                # a put not answered (its write may have been done), an object kept in memory only (its older file
-                # was removed before the restart, or not after a crash), or after a crash a deleted object's file
+                # a put not answered (its write may have been done; a segment file the last restart took is one), an
+                # object kept in memory only (its older file was removed before the restart, or not after a crash), or
+                # after a crash a deleted object's file
                 allowed = waiting[object_id] | ({acknowledged} if acknowledged is not None else set())
+                if object_id in self.taken:
+                    allowed.add(self.taken[object_id])
                 if crashed:
                     allowed |= self.history[object_id]
                 assert found in allowed, (object_id, found, allowed)
             self.current[object_id] = found
-            if found is not None:
+            self.taken.pop(object_id, None)
+            if found is not None and stored is not None and stored.residence is Residence.WRITING:
+                self.taken[object_id] = found
+                self.durable.discard(object_id)
+            elif found is not None:
                 self.durable.add(object_id)
             self.history[object_id] = set() if found is None else {found}
             self.version[object_id] += 1
 
     def _file_frames(self, object_id: bytes, stored: StoredObject) -> Frames:
         """What a restarted server found of the object: its spill file, and its segment file when it adopted one,
-        which must hold the same frames."""
+        which must hold the same frames; or, with no spill file of it, its segment file (written through now)."""
+        if stored.residence is Residence.WRITING:
+            assert stored.segment is Segment.READY, stored
+            mapped = map_segment(segment_path(self.segments, object_id), object_id=object_id).frames
+            return tuple(bytes(frame) for frame in mapped)
         assert stored.residence in (Residence.DISK, Residence.MEMORY_AND_DISK)
         frames = read_object_file(self.directory, object_id, stored.generation, stored.total_bytes)
         found = tuple(bytes(frame) for frame in frames)
