@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from scaler.io.address import PORT_RANGE_VARIABLE, port_range_share
-from tests.bytecode import write_bytecode, write_rewritten_tests
+from tests.bytecode import write_bytecode, write_rewritten_plugins, write_rewritten_tests
 
 #: set by the process that made the folder; a pytest-xdist worker inherits it and keeps the folder
 _MADE_BY = "SCALER_TEST_CONFIG_HOME_OWNER"
@@ -44,12 +44,13 @@ if "PYTEST_XDIST_WORKER" in os.environ and PORT_RANGE_VARIABLE not in os.environ
 
 def pytest_configure(config: pytest.Config) -> None:
     """The run's first process (before pytest-xdist starts the others) writes the tree's bytecode once for all the
-    processes the run starts, and pytest's cache of the test modules' rewritten asserts for its test processes
-    (tests/bytecode.py)."""
+    processes the run starts, and pytest's cache of the test modules' and the plugins' rewritten asserts for its test
+    processes (tests/bytecode.py)."""
     if os.environ.get(_MADE_BY) == str(os.getpid()):
         root = Path(__file__).resolve().parents[1]
         write_bytecode(root)
         write_rewritten_tests(config, root)
+        write_rewritten_plugins(config)
 
 
 def pytest_sessionfinish() -> None:
