@@ -5,9 +5,11 @@ start (and pytest-xdist's workers) inherits it, and never writes the real `~/.co
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import signal
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +18,7 @@ from typing import Any
 import pytest
 
 from scaler.io.address import PORT_RANGE_VARIABLE, port_range_share
-from tests.bytecode import write_bytecode, write_rewritten_tests
+from tests.bytecode import write_bytecode, write_rewritten_plugins, write_rewritten_tests
 
 #: set by the process that made the folder; a pytest-xdist worker inherits it and keeps the folder
 _MADE_BY = "SCALER_TEST_CONFIG_HOME_OWNER"
@@ -44,16 +46,50 @@ if "PYTEST_XDIST_WORKER" in os.environ and PORT_RANGE_VARIABLE not in os.environ
 
 def pytest_configure(config: pytest.Config) -> None:
     """The run's first process (before pytest-xdist starts the others) writes the tree's bytecode once for all the
-    processes the run starts, and pytest's cache of the test modules' rewritten asserts for its test processes
-    (tests/bytecode.py)."""
+    processes the run starts, and pytest's cache of the test modules' and the plugins' rewritten asserts for its test
+    processes (tests/bytecode.py)."""
     if os.environ.get(_MADE_BY) == str(os.getpid()):
         root = Path(__file__).resolve().parents[1]
         write_bytecode(root)
         write_rewritten_tests(config, root)
+        write_rewritten_plugins(config)
+
+
+#: Modules imported since the objects of the test process were last frozen before they are frozen again.
+REFREEZE_AFTER_MODULES = 20
+#: the modules imported at the last freeze; None: nothing frozen (a process that collects no tests: xdist's controller)
+_frozen_with_modules: int | None = None
+
+
+def _freeze() -> None:
+    global _frozen_with_modules
+    gc.collect()
+    gc.freeze()
+    _frozen_with_modules = len(sys.modules)
+
+
+def pytest_collection_finish() -> None:
+    """What collection made (the test modules, everything they imported, the collected tests: most of a test process's
+    objects, and alive until it ends) is kept out of the cyclic collector's walks (`gc.freeze`): every full collection
+    of a test process walked all of it again, those the tests ask for (`gc.collect()`, the scheduler's memory return)
+    and those the allocations bring, a quarter of a second each in a whole run. So are the modules a test imported
+    (boto3 and moto, mypy, ...) once there are REFREEZE_AFTER_MODULES more: a collection after the test, then a
+    freeze. The garbage a test leaves is collected before each freeze, and any time after it."""
+    _freeze()
+
+
+def pytest_runtest_logfinish() -> None:
+    if _frozen_with_modules is not None and len(sys.modules) - _frozen_with_modules >= REFREEZE_AFTER_MODULES:
+        _freeze()
 
 
 def pytest_sessionfinish() -> None:
-    """Before tests/run_reaper.py's reap (which would otherwise count the folder as left behind)."""
+    """Before tests/run_reaper.py's reap (which would otherwise count the folder as left behind). And nothing frozen
+    from here on: the reports after the tests import what they need, hypothesis among them, whose plugins (trio's)
+    check with `gc.get_referrers`, which sees no frozen object, that what they register is referred to."""
+    global _frozen_with_modules
+    gc.unfreeze()
+    _frozen_with_modules = None
     if os.environ.get(_MADE_BY) == str(os.getpid()):
         shutil.rmtree(os.environ["XDG_CONFIG_HOME"], ignore_errors=True)
 

@@ -16,14 +16,18 @@ from scaler.io.zmq_async import BURST, AsyncSocket
 
 @pytest.mark.timeout(60)
 def test_what_comes_during_the_pause_is_read_in_one_burst(pair: tuple[zmq.Socket[Any], zmq.Socket[Any]]) -> None:
-    """Five messages 50 ms apart: paused 5 s after each burst, the first is read alone and the four others together
-    once the pause ends. Fails with no pause (each read as it comes: five bursts)."""
+    """Five messages 50 ms apart: paused 20 s after each burst, the first is read alone and the four others together
+    once the pause ends. The pause ends on the loop's clock, which the test moves on by 20 s once the five are sent
+    (the loop's timers run on `loop.time()`), so the test lasts a quarter of a second. Fails with no pause (each read
+    as it comes: five bursts)."""
     router, dealer = pair
     got: list[Any] = []
     bursts: list[int] = []
 
     async def scenario() -> None:
         loop = asyncio.get_running_loop()
+        real_time, skipped = loop.time, [0.0]
+        loop.time = lambda: real_time() + skipped[0]  # type: ignore[method-assign]
         all_read = asyncio.Event()
 
         def read(frames: Any) -> None:
@@ -32,11 +36,12 @@ def test_what_comes_during_the_pause_is_read_in_one_burst(pair: tuple[zmq.Socket
                 all_read.set()
 
         sock = AsyncSocket(loop, router, read, on_burst_end=lambda: bursts.append(len(got)),
-                           pause_after_burst=lambda: 5.0)  # fmt: skip
+                           pause_after_burst=lambda: 20.0)  # fmt: skip
         try:
             for _ in range(5):
                 dealer.send(b"beat")
                 await asyncio.sleep(0.05)
+            skipped[0] += 20.0  # the pause is over
             await all_read.wait()
         finally:
             sock.close()

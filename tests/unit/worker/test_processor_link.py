@@ -150,15 +150,15 @@ def test_the_held_results_leave_when_the_next_one_would_come_after_the_holds_end
 ) -> None:
     """A result waits for the next one only while that one, computing as long as this one did, would come before the
     hold's end. (A hold of 10 s here, so that a stalled machine cannot make the flusher send the first result alone:
-    the test lasts 2 s, and asserts no timing.)"""
+    the test lasts 0.2 s, and asserts no timing.)"""
     monkeypatch.setattr(outlet_module, "HOLD_SECONDS", 10.0)
     with _link() as (outlet, scheduler):
         scheduler.give(outlet, [_task(1), _task(2), _task(3)])
         outlet.result(_result(1, seconds=0.1), more=True)
-        time.sleep(2.0)  # the first held for 2 s: the next, of 8.5 s, would end 10.5 s after it
-        outlet.result(_result(2, seconds=8.5), more=True)
+        time.sleep(0.2)  # the first held for 0.2 s or more: the next, of 9.9 s, would end 10.1 s or more after it
+        outlet.result(_result(2, seconds=9.9), more=True)
         assert not outlet._held, "held past the hold's end"
-        assert scheduler.message() == [_result(1, seconds=0.1), _result(2, seconds=8.5)]
+        assert scheduler.message() == [_result(1, seconds=0.1), _result(2, seconds=9.9)]
 
 
 class _CountedEvent(threading.Event):
@@ -179,8 +179,9 @@ def test_holds_that_follow_each_other_wake_the_flusher_once_and_it_parks_when_th
     """Results held batch after batch wake the flusher thread once: it goes on looking at the time while holds come,
     and parks only after FLUSHER_REST_SECONDS without one; the next hold then wakes it again. Checked to fail with
     every hold waking it (two wake-ups of that thread per held batch)."""
-    monkeypatch.setattr(outlet_module, "HOLD_SECONDS", 2.0)  # long enough that a stalled test ends no hold
-    monkeypatch.setattr(outlet_module, "FLUSHER_REST_SECONDS", 3.0)
+    # a hold long enough that a stalled test ends none; the flusher parks at its first look after one (about 1 s)
+    monkeypatch.setattr(outlet_module, "HOLD_SECONDS", 1.0)
+    monkeypatch.setattr(outlet_module, "FLUSHER_REST_SECONDS", 0.5)
     with _link() as (outlet, scheduler):
         woken = outlet._holding = _CountedEvent()
         scheduler.give(outlet, [_task(index) for index in range(1, 7)])
