@@ -5,11 +5,9 @@ start (and pytest-xdist's workers) inherits it, and never writes the real `~/.co
 
 from __future__ import annotations
 
-import gc
 import os
 import shutil
 import signal
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,41 +53,8 @@ def pytest_configure(config: pytest.Config) -> None:
         write_rewritten_plugins(config)
 
 
-#: Modules imported since the objects of the test process were last frozen before they are frozen again.
-REFREEZE_AFTER_MODULES = 20
-#: the modules imported at the last freeze; None: nothing frozen (a process that collects no tests: xdist's controller)
-_frozen_with_modules: int | None = None
-
-
-def _freeze() -> None:
-    global _frozen_with_modules
-    gc.collect()
-    gc.freeze()
-    _frozen_with_modules = len(sys.modules)
-
-
-def pytest_collection_finish() -> None:
-    """What collection made (the test modules, everything they imported, the collected tests: most of a test process's
-    objects, and alive until it ends) is kept out of the cyclic collector's walks (`gc.freeze`): every full collection
-    of a test process walked all of it again, those the tests ask for (`gc.collect()`, the scheduler's memory return)
-    and those the allocations bring, a quarter of a second each in a whole run. So are the modules a test imported
-    (boto3 and moto, mypy, ...) once there are REFREEZE_AFTER_MODULES more: a collection after the test, then a
-    freeze. The garbage a test leaves is collected before each freeze, and any time after it."""
-    _freeze()
-
-
-def pytest_runtest_logfinish() -> None:
-    if _frozen_with_modules is not None and len(sys.modules) - _frozen_with_modules >= REFREEZE_AFTER_MODULES:
-        _freeze()
-
-
 def pytest_sessionfinish() -> None:
-    """Before tests/run_reaper.py's reap (which would otherwise count the folder as left behind). And nothing frozen
-    from here on: the reports after the tests import what they need, hypothesis among them, whose plugins (trio's)
-    check with `gc.get_referrers`, which sees no frozen object, that what they register is referred to."""
-    global _frozen_with_modules
-    gc.unfreeze()
-    _frozen_with_modules = None
+    """Before tests/run_reaper.py's reap (which would otherwise count the folder as left behind)."""
     if os.environ.get(_MADE_BY) == str(os.getpid()):
         shutil.rmtree(os.environ["XDG_CONFIG_HOME"], ignore_errors=True)
 

@@ -73,15 +73,11 @@ class Node:
 
 @pytest.fixture
 def unfrozen() -> Iterator[None]:
-    """Nothing frozen during the test; afterwards everything alive is frozen again, as tests/conftest.py leaves a test
-    process after collection."""
     gc.unfreeze()
     try:
         yield
     finally:
         gc.unfreeze()
-        gc.collect()
-        gc.freeze()
 
 
 def test_a_freeze_keeps_objects_out_of_collections_until_the_next_one(unfrozen: None) -> None:
