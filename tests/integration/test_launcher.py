@@ -7,10 +7,12 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -158,6 +160,39 @@ def test_a_child_that_dies_stops_the_rest_and_the_launcher_exits_non_zero(tmp_pa
         assert running.popen.wait(timeout=60) == 1
         assert "object storage server exited unexpectedly (killed by SIGKILL)" in running.log()
         assert running.leftovers() == []
+
+
+@pytest.mark.timeout(90)
+def test_an_object_storage_server_that_fails_to_start_is_named_in_one_line_and_exit_1(tmp_path: Path) -> None:
+    """The storage starts side by side with the scheduler and is waited for first, alone: its own failure (a spill
+    directory that is a file) is the one start-up failure said, naming it and its pid, as when it started alone,
+    and the scheduler started with it does not outlive the launcher. Checked to fail with the scheduler waited for
+    first: "a cluster process (pid N) exited during start-up"."""
+    path, _scheduler, _monitor = stack_file(tmp_path, workers=1)
+    not_a_directory = tmp_path / "spill"
+    not_a_directory.write_text("")
+    text = path.read_text()
+    assert "[object_storage_server]\n" in text
+    path.write_text(text.replace("[object_storage_server]\n",
+                                 f'[object_storage_server]\nspill_directory = "{not_a_directory}"\n'))  # fmt: skip
+    running = Stack(path, tmp_path / "scaler.log")
+    storage: set[int] = set()  # read while it runs: an exited process says nothing of itself
+    deadline = time.monotonic() + 60
+    while running.popen.poll() is None and time.monotonic() < deadline:
+        running.remember()
+        for process in running.seen.values():
+            with contextlib.suppress(psutil.Error):
+                if process.pid not in storage and "scaler.object_storage.server" in process.cmdline():
+                    storage.add(process.pid)
+        time.sleep(0.01)
+    assert running.popen.wait(timeout=10) == 1, running.log()
+    log = running.log()
+    failed = re.findall(r"start-up failed: the object storage server \(pid (\d+)\) exited during start-up: exit code 2",
+                        log)  # fmt: skip
+    assert len(failed) == 1 and {int(failed[0])} == storage, log
+    assert log.count("start-up failed") == 1 and f"spill directory {not_a_directory}" in log, log
+    assert "Traceback" not in log and "scaler: object storage server at" not in log, log
+    assert running.leftovers() == []
 
 
 @pytest.mark.timeout(90)
