@@ -41,7 +41,7 @@ from scaler.cluster.readiness import wait_for_scheduler
 from scaler.cluster.stack_security import secured_by_default
 from scaler.config.loader import LauncherFile
 from scaler.config.manager_types import manager_type_of
-from scaler.config.sections import SchedulerConfig, WorkerManagerSettings, section_to_json
+from scaler.config.sections import GUIConfig, SchedulerConfig, WorkerManagerSettings, section_to_json
 from scaler.io.address import parse_address
 from scaler.io.child_processes import describe_exit, start_python_child
 from scaler.io.port_owner import address_in_use_problem
@@ -152,18 +152,12 @@ class Launcher:
         monitor = self._start_servers(file, probe)
         if monitor is not None:
             self._watch_feed(str(parse_address(monitor).connectable()), probe)
+        dashboard = None
         if file.gui is not None:
             self._check_signals()
-            gui = file.gui
-            child = self._start("dashboard", ["scaler.monitor.dashboard", section_to_json(gui)])
-            host, _, port = gui.gui_address.rpartition(":")
-            urls = page_urls(host, int(port))
-            _wait_for_page(urls[0], READY_TIMEOUT_SECONDS, child.process, self._check_signals)
-            others = f"; from other machines: {', '.join(urls[1:])}" if urls[1:] else ""
-            print(f"scaler: dashboard at {urls[0]} (pid {child.process.pid}){others}; "
-                  f"scaler_top {gui.monitor_address} in a terminal", flush=True)  # fmt: skip
+            dashboard = self._start("dashboard", ["scaler.monitor.dashboard", section_to_json(file.gui)])
         managers: list[tuple[WorkerManagerSettings, Child]] = []
-        for manager in file.worker_managers:
+        for manager in file.worker_managers:  # while the dashboard starts: neither needs the other
             self._check_signals()
             type_name = manager_type_of(manager).name
             child = self._start(
@@ -171,6 +165,8 @@ class Launcher:
                 ["scaler.worker_manager.process", type_name, section_to_json(manager)],
             )
             managers.append((manager, child))
+        if file.gui is not None and dashboard is not None:
+            self._wait_for_dashboard(file.gui, dashboard)
         feed: tuple[str, TransportSecurity | None] | None = None
         if monitor is not None and managers:
             feed = str(parse_address(monitor).connectable()), probe
@@ -181,6 +177,15 @@ class Launcher:
             self._watch_feed(self._cloud.monitor_address, monitor_security)
         launcher = self._file.launcher  # the idle and no-client clocks start once the stack is up
         self._autostop = AutoStop(launcher.idle_shutdown_seconds, launcher.no_client_shutdown_seconds, time.monotonic())
+
+    def _wait_for_dashboard(self, gui: GUIConfig, child: Child) -> None:
+        """Say the dashboard once its page answers (RuntimeError when it exits first or does not answer)."""
+        host, _, port = gui.gui_address.rpartition(":")
+        urls = page_urls(host, int(port))
+        _wait_for_page(urls[0], READY_TIMEOUT_SECONDS, child.process, self._check_signals)
+        others = f"; from other machines: {', '.join(urls[1:])}" if urls[1:] else ""
+        print(f"scaler: dashboard at {urls[0]} (pid {child.process.pid}){others}; "
+              f"scaler_top {gui.monitor_address} in a terminal", flush=True)  # fmt: skip
 
     def _start_servers(self, file: LauncherFile, probe: TransportSecurity | None) -> str | None:
         """The object storage server and the scheduler, started side by side (each takes seconds to import and bind;
