@@ -176,15 +176,7 @@ def test_an_object_storage_server_that_fails_to_start_is_named_in_one_line_and_e
     path.write_text(text.replace("[object_storage_server]\n",
                                  f'[object_storage_server]\nspill_directory = "{not_a_directory}"\n'))  # fmt: skip
     running = Stack(path, tmp_path / "scaler.log")
-    storage: set[int] = set()  # read while it runs: an exited process says nothing of itself
-    deadline = time.monotonic() + 60
-    while running.popen.poll() is None and time.monotonic() < deadline:
-        running.remember()
-        for process in running.seen.values():
-            with contextlib.suppress(psutil.Error):
-                if process.pid not in storage and "scaler.object_storage.server" in process.cmdline():
-                    storage.add(process.pid)
-        time.sleep(0.01)
+    storage = _pids_while_running(running, "scaler.object_storage.server")
     assert running.popen.wait(timeout=10) == 1, running.log()
     log = running.log()
     failed = re.findall(r"start-up failed: the object storage server \(pid (\d+)\) exited during start-up: exit code 2",
@@ -193,6 +185,42 @@ def test_an_object_storage_server_that_fails_to_start_is_named_in_one_line_and_e
     assert log.count("start-up failed") == 1 and f"spill directory {not_a_directory}" in log, log
     assert "Traceback" not in log and "scaler: object storage server at" not in log, log
     assert running.leftovers() == []
+
+
+@pytest.mark.timeout(90)
+def test_a_scheduler_that_fails_to_start_is_the_one_failure_said_and_exit_1(tmp_path: Path) -> None:
+    """The scheduler, started side by side with the storage, refuses to start (its /metrics port taken): after the
+    storage's line, one start-up failure naming the scheduler's pid, exit 1, nothing left running."""
+    path, _scheduler, _monitor = stack_file(tmp_path, workers=1)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        metrics = f"127.0.0.1:{holder.getsockname()[1]}"
+        path.write_text(path.read_text().replace("[scheduler]\n", f'[scheduler]\nmetrics_address = "{metrics}"\n'))
+        running = Stack(path, tmp_path / "scaler.log")
+        schedulers = _pids_while_running(running, "scaler.scheduler.process")
+    assert running.popen.wait(timeout=10) == 1, running.log()
+    log = running.log()
+    failed = re.findall(r"start-up failed: a cluster process \(pid (\d+)\) exited during start-up: exit code 2", log)
+    assert len(failed) == 1 and {int(failed[0])} == schedulers, log
+    assert log.index("scaler: object storage server at") < log.index("start-up failed"), log
+    assert f"cannot serve /metrics on {metrics}" in log and "Traceback" not in log, log
+    assert running.leftovers() == []
+
+
+def _pids_while_running(running: Stack, module: str) -> set[int]:
+    """The pids of the stack's processes that ran `module` (python -m), read while the launcher runs (up to 60 s):
+    an exited process says nothing of itself."""
+    pids: set[int] = set()
+    deadline = time.monotonic() + 60
+    while running.popen.poll() is None and time.monotonic() < deadline:
+        running.remember()
+        for process in running.seen.values():
+            with contextlib.suppress(psutil.Error):
+                if process.pid not in pids and module in process.cmdline():
+                    pids.add(process.pid)
+        time.sleep(0.01)
+    return pids
 
 
 @pytest.mark.timeout(90)
