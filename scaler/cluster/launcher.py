@@ -1,11 +1,11 @@
 """`scaler FILE`: start object storage, the scheduler and every worker manager of one TOML file.
 
-Start order: object storage (wait until it answers), scheduler (wait until it answers), then each
-[[worker_manager]] in file order, each said (`scaler: worker manager ...`) once it has registered with the scheduler
-(seen on the monitor feed), so that a script waiting for the line can use the stack; one that exits first stops the
-start-up, naming it. A file whose [scheduler] names an object storage address of this machine where
-nothing listens, and that has no [object_storage_server], gets one started there (`implied_storage`). With
-`[scaler] hub = "cloud"`, object storage and the scheduler run in a hub
+Start order: object storage and the scheduler side by side (each said once it answers, the storage first; the
+scheduler waits for its storage itself), then each [[worker_manager]] in file order, each said (`scaler: worker
+manager ...`) once it has registered with the scheduler (seen on the monitor feed), so that a script waiting for the
+line can use the stack; one that exits first stops the start-up, naming it. A file whose [scheduler] names an
+object storage address of this machine where nothing listens, and that has no [object_storage_server], gets one
+started there (`implied_storage`). With `[scaler] hub = "cloud"`, object storage and the scheduler run in a hub
 unit in the cloud instead, reached through a forwarder at the file's addresses (`cloud_stack`); with
 `idle_shutdown_seconds` or `no_client_shutdown_seconds`, the stack stops by itself (`autostop`).
 
@@ -41,7 +41,7 @@ from scaler.cluster.readiness import wait_for_scheduler
 from scaler.cluster.stack_security import secured_by_default
 from scaler.config.loader import LauncherFile
 from scaler.config.manager_types import manager_type_of
-from scaler.config.sections import SchedulerConfig, WorkerManagerSettings, section_to_json
+from scaler.config.sections import GUIConfig, SchedulerConfig, WorkerManagerSettings, section_to_json
 from scaler.io.address import parse_address
 from scaler.io.child_processes import describe_exit, start_python_child
 from scaler.io.port_owner import address_in_use_problem
@@ -149,37 +149,15 @@ class Launcher:
                 raise RuntimeError(taken)
         file, probe_keys = secured_by_default(file)
         probe = security_of(probe_keys) if probe_keys is not None else None  # connects as the stack's managers do
-        storage_address: str | None = None
-        if file.object_storage_server is not None:
-            storage = file.object_storage_server
-            storage_address = str(parse_address(storage.bind_address).connectable())
-            child = self._start("object storage server", ["scaler.object_storage.server", section_to_json(storage)])
-            wait_for_object_storage(storage_address, READY_TIMEOUT_SECONDS, [child.process], security=probe,
-                                    between_tries=self._check_signals)  # fmt: skip
-            print(f"scaler: object storage server at {storage.bind_address} (pid {child.process.pid})", flush=True)
-        self._check_signals()
-        if file.scheduler is not None:
-            scheduler = self._scheduler_settings(file.scheduler, storage_address)
-            child = self._start("scheduler", ["scaler.scheduler.process", section_to_json(scheduler)])
-            address = str(parse_address(scheduler.bind_address).connectable())
-            wait_for_scheduler(address, READY_TIMEOUT_SECONDS, [c.process for c in self._children], security=probe,
-                               between_tries=self._check_signals)  # fmt: skip
-            monitor = scheduler.monitor_address or str(parse_address(scheduler.bind_address).with_port_offset(2))
-            print(f"scaler: scheduler at {scheduler.bind_address} (pid {child.process.pid}), monitor at {monitor}",
-                  flush=True)  # fmt: skip
+        monitor = self._start_servers(file, probe)
+        if monitor is not None:
             self._watch_feed(str(parse_address(monitor).connectable()), probe)
+        dashboard = None
         if file.gui is not None:
             self._check_signals()
-            gui = file.gui
-            child = self._start("dashboard", ["scaler.monitor.dashboard", section_to_json(gui)])
-            host, _, port = gui.gui_address.rpartition(":")
-            urls = page_urls(host, int(port))
-            _wait_for_page(urls[0], READY_TIMEOUT_SECONDS, child.process, self._check_signals)
-            others = f"; from other machines: {', '.join(urls[1:])}" if urls[1:] else ""
-            print(f"scaler: dashboard at {urls[0]} (pid {child.process.pid}){others}; "
-                  f"scaler_top {gui.monitor_address} in a terminal", flush=True)  # fmt: skip
+            dashboard = self._start("dashboard", ["scaler.monitor.dashboard", section_to_json(file.gui)])
         managers: list[tuple[WorkerManagerSettings, Child]] = []
-        for manager in file.worker_managers:
+        for manager in file.worker_managers:  # while the dashboard starts: neither needs the other
             self._check_signals()
             type_name = manager_type_of(manager).name
             child = self._start(
@@ -187,8 +165,10 @@ class Launcher:
                 ["scaler.worker_manager.process", type_name, section_to_json(manager)],
             )
             managers.append((manager, child))
+        if file.gui is not None and dashboard is not None:
+            self._wait_for_dashboard(file.gui, dashboard)
         feed: tuple[str, TransportSecurity | None] | None = None
-        if file.scheduler is not None and managers:
+        if monitor is not None and managers:
             feed = str(parse_address(monitor).connectable()), probe
         elif self._cloud is not None and managers:
             feed = self._cloud.monitor_address, monitor_security
@@ -197,6 +177,47 @@ class Launcher:
             self._watch_feed(self._cloud.monitor_address, monitor_security)
         launcher = self._file.launcher  # the idle and no-client clocks start once the stack is up
         self._autostop = AutoStop(launcher.idle_shutdown_seconds, launcher.no_client_shutdown_seconds, time.monotonic())
+
+    def _wait_for_dashboard(self, gui: GUIConfig, child: Child) -> None:
+        """Say the dashboard once its page answers (RuntimeError when it exits first or does not answer)."""
+        host, _, port = gui.gui_address.rpartition(":")
+        urls = page_urls(host, int(port))
+        _wait_for_page(urls[0], READY_TIMEOUT_SECONDS, child.process, self._check_signals)
+        others = f"; from other machines: {', '.join(urls[1:])}" if urls[1:] else ""
+        print(f"scaler: dashboard at {urls[0]} (pid {child.process.pid}){others}; "
+              f"scaler_top {gui.monitor_address} in a terminal", flush=True)  # fmt: skip
+
+    def _start_servers(self, file: LauncherFile, probe: TransportSecurity | None) -> str | None:
+        """The object storage server and the scheduler, started side by side (each takes seconds to import and bind;
+        the scheduler waits for its storage itself), each said once it answers, the storage first; the scheduler's
+        monitor address, None without a scheduler. The storage is waited for with itself alone in view: one that
+        exits first is named as when it started alone."""
+        storage, scheduler = file.object_storage_server, file.scheduler
+        storage_address = str(parse_address(storage.bind_address).connectable()) if storage is not None else None
+        storage_child = None
+        if storage is not None:
+            storage_child = self._start("object storage server", ["scaler.object_storage.server",
+                                                                  section_to_json(storage)])  # fmt: skip
+        scheduler_child = None
+        if scheduler is not None:
+            self._check_signals()
+            scheduler = self._scheduler_settings(scheduler, storage_address)
+            scheduler_child = self._start("scheduler", ["scaler.scheduler.process", section_to_json(scheduler)])
+        if storage is not None and storage_child is not None:
+            wait_for_object_storage(str(storage_address), READY_TIMEOUT_SECONDS, [storage_child.process],
+                                    security=probe, between_tries=self._check_signals)  # fmt: skip
+            print(f"scaler: object storage server at {storage.bind_address} (pid {storage_child.process.pid})",
+                  flush=True)  # fmt: skip
+        if scheduler is None or scheduler_child is None:
+            return None
+        self._check_signals()
+        address = str(parse_address(scheduler.bind_address).connectable())
+        wait_for_scheduler(address, READY_TIMEOUT_SECONDS, [c.process for c in self._children], security=probe,
+                           between_tries=self._check_signals)  # fmt: skip
+        monitor = scheduler.monitor_address or str(parse_address(scheduler.bind_address).with_port_offset(2))
+        print(f"scaler: scheduler at {scheduler.bind_address} (pid {scheduler_child.process.pid}), monitor at "
+              f"{monitor}", flush=True)  # fmt: skip
+        return monitor
 
     def _announce_managers(
         self, managers: list[tuple[WorkerManagerSettings, Child]], feed: tuple[str, TransportSecurity | None] | None

@@ -17,6 +17,10 @@ from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
 from scaler.protocol.ids import new_client_id
 
+#: The probe tries a refused connection again at most this long after the last try (ZeroMQ's default backoff, doubling
+#: up to a second, saw a scheduler that had just bound up to a second late: the launcher's stack was ready that late).
+PROBE_RECONNECT_MAX_SECONDS = 0.05
+
 
 def _check_alive(children: Sequence[Any], what: str) -> None:
     for child in children:
@@ -34,7 +38,7 @@ def wait_for_scheduler(
     """Block until the scheduler at `address` answers a hello, or raise RuntimeError (TunnelError for a tunnel
     address that cannot be reached for good: a certificate that does not verify, a proxy's refusal).
     `between_tries` is called at least every 50 ms: what it raises ends the wait (the launcher's stop signal)."""
-    sockets = SocketFactory(security=security)
+    sockets = SocketFactory(security=security, reconnect_max_seconds=PROBE_RECONNECT_MAX_SECONDS)
     probe = sockets.dealer(address, identity=new_client_id("probe"))
     info = m.ClientInfo("readiness-probe")
     hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), info)

@@ -119,16 +119,22 @@ class SocketFactory:
         security: TransportSecurity | None = None,
         heartbeat_timeout_seconds: float = HEARTBEAT_TIMEOUT_SECONDS,
         certificate: ServerCertificate | None = None,
+        reconnect_max_seconds: float = RECONNECT_MAX_SECONDS,
     ) -> None:
         """`heartbeat_timeout_seconds`: how long the sockets made with ZeroMQ heartbeats (`router(handover=True)`
         with security, `dealer(heartbeat=True)`) wait for a ping's answer before they end the connection.
         `certificate`: what the sockets bound at `tls://` and `wss://` addresses present (the server's `tls_cert` and
-        `tls_key`)."""
+        `tls_key`). `reconnect_max_seconds`: the longest wait between two tries of a refused connection (a readiness
+        probe, which waits for a server that is starting, tries often to see it as soon as it listens)."""
         if heartbeat_timeout_seconds <= 0:
             raise ValueError(f"the heartbeat timeout must be positive, not {heartbeat_timeout_seconds}")
+        if reconnect_max_seconds < RECONNECT_SECONDS:
+            raise ValueError(f"the longest reconnect wait must be at least {RECONNECT_SECONDS} s, not "
+                             f"{reconnect_max_seconds}")  # fmt: skip
         self._context: zmq.Context[Any] = zmq.Context(io_threads=io_threads)
         self.security = security
         self._heartbeat_timeout_seconds = heartbeat_timeout_seconds
+        self._reconnect_max_seconds = reconnect_max_seconds
         self._authenticator: Closeable | None = None
         self._is_closed = False
         self._certificate = certificate
@@ -247,7 +253,7 @@ class SocketFactory:
         sock.setsockopt(zmq.RCVHWM, high_water_mark)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.RECONNECT_IVL, int(RECONNECT_SECONDS * 1000))
-        sock.setsockopt(zmq.RECONNECT_IVL_MAX, int(RECONNECT_MAX_SECONDS * 1000))
+        sock.setsockopt(zmq.RECONNECT_IVL_MAX, int(self._reconnect_max_seconds * 1000))
         if identity is not None:
             sock.setsockopt(zmq.IDENTITY, identity)
         return sock

@@ -63,12 +63,16 @@ def test_a_misspelt_policy_is_refused_with_2_before_anything_starts(tmp_path: Pa
     assert "'wrok' is not one of" in done.stdout + done.stderr
 
 
-def test_a_manager_that_exits_before_it_registers_is_named(tmp_path: Path) -> None:
+@pytest.mark.parametrize("dashboard", [False, True], ids=["alone", "with-dashboard"])
+def test_a_manager_that_exits_before_it_registers_is_named(tmp_path: Path, dashboard: bool) -> None:
     """`scaler FILE` announces a worker manager once it has registered; one that exits first (here symphony, whose
-    soamapi this machine lacks) stops the start-up naming it, before a script waiting for its line goes on."""
+    soamapi this machine lacks) stops the start-up naming it, before a script waiting for its line goes on; also
+    when it exits while the dashboard, started with it, is waited for."""
     addresses = free_addresses()
+    gui = (f'[gui]\nmonitor_address = "{addresses.monitor}"\ngui_address = "127.0.0.1:{free_tcp_port_block(1)}"\n\n'
+           if dashboard else "")  # fmt: skip
     (tmp_path / "sym.toml").write_text(
-        f'[scheduler]\nbind_address = "{addresses.scheduler}"\n\n'
+        f'[scheduler]\nbind_address = "{addresses.scheduler}"\n\n{gui}'
         '[[worker_manager]]\ntype = "symphony"\nworker_manager_id = "sym"\nservice_name = "ScalerService"\n'
     )
     done = run("scaler", "sym.toml", cwd=tmp_path)

@@ -7,10 +7,12 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -158,6 +160,67 @@ def test_a_child_that_dies_stops_the_rest_and_the_launcher_exits_non_zero(tmp_pa
         assert running.popen.wait(timeout=60) == 1
         assert "object storage server exited unexpectedly (killed by SIGKILL)" in running.log()
         assert running.leftovers() == []
+
+
+@pytest.mark.timeout(90)
+def test_an_object_storage_server_that_fails_to_start_is_named_in_one_line_and_exit_1(tmp_path: Path) -> None:
+    """The storage starts side by side with the scheduler and is waited for first, alone: its own failure (a spill
+    directory that is a file) is the one start-up failure said, naming it and its pid, as when it started alone,
+    and the scheduler started with it does not outlive the launcher. Checked to fail with the scheduler waited for
+    first: "a cluster process (pid N) exited during start-up"."""
+    path, _scheduler, _monitor = stack_file(tmp_path, workers=1)
+    not_a_directory = tmp_path / "spill"
+    not_a_directory.write_text("")
+    text = path.read_text()
+    assert "[object_storage_server]\n" in text
+    path.write_text(text.replace("[object_storage_server]\n",
+                                 f'[object_storage_server]\nspill_directory = "{not_a_directory}"\n'))  # fmt: skip
+    running = Stack(path, tmp_path / "scaler.log")
+    storage = _pids_while_running(running, "scaler.object_storage.server")
+    assert running.popen.wait(timeout=10) == 1, running.log()
+    log = running.log()
+    failed = re.findall(r"start-up failed: the object storage server \(pid (\d+)\) exited during start-up: exit code 2",
+                        log)  # fmt: skip
+    assert len(failed) == 1 and {int(failed[0])} == storage, log
+    assert log.count("start-up failed") == 1 and f"spill directory {not_a_directory}" in log, log
+    assert "Traceback" not in log and "scaler: object storage server at" not in log, log
+    assert running.leftovers() == []
+
+
+@pytest.mark.timeout(90)
+def test_a_scheduler_that_fails_to_start_is_the_one_failure_said_and_exit_1(tmp_path: Path) -> None:
+    """The scheduler, started side by side with the storage, refuses to start (its /metrics port taken): after the
+    storage's line, one start-up failure naming the scheduler's pid, exit 1, nothing left running."""
+    path, _scheduler, _monitor = stack_file(tmp_path, workers=1)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        metrics = f"127.0.0.1:{holder.getsockname()[1]}"
+        path.write_text(path.read_text().replace("[scheduler]\n", f'[scheduler]\nmetrics_address = "{metrics}"\n'))
+        running = Stack(path, tmp_path / "scaler.log")
+        schedulers = _pids_while_running(running, "scaler.scheduler.process")
+    assert running.popen.wait(timeout=10) == 1, running.log()
+    log = running.log()
+    failed = re.findall(r"start-up failed: a cluster process \(pid (\d+)\) exited during start-up: exit code 2", log)
+    assert len(failed) == 1 and {int(failed[0])} == schedulers, log
+    assert log.index("scaler: object storage server at") < log.index("start-up failed"), log
+    assert f"cannot serve /metrics on {metrics}" in log and "Traceback" not in log, log
+    assert running.leftovers() == []
+
+
+def _pids_while_running(running: Stack, module: str) -> set[int]:
+    """The pids of the stack's processes that ran `module` (python -m), read while the launcher runs (up to 60 s):
+    an exited process says nothing of itself."""
+    pids: set[int] = set()
+    deadline = time.monotonic() + 60
+    while running.popen.poll() is None and time.monotonic() < deadline:
+        running.remember()
+        for process in running.seen.values():
+            with contextlib.suppress(psutil.Error):
+                if process.pid not in pids and module in process.cmdline():
+                    pids.add(process.pid)
+        time.sleep(0.01)
+    return pids
 
 
 @pytest.mark.timeout(90)
