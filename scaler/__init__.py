@@ -7,7 +7,7 @@ only need a part of the package (workers, the scheduler).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from scaler.errors import (
     ActorDiedError,
@@ -28,6 +28,7 @@ from scaler.errors import (
     TaskTimeoutError,
     WorkerDiedError,
 )
+from scaler.lazy_exports import lazy_exports
 from scaler.version import __version__
 
 if TYPE_CHECKING:
@@ -59,15 +60,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'scaler' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())
 
 
 __all__ = [

@@ -7,7 +7,9 @@ decision values, the `ScalingPolicy` protocol and `make_policy`. Policies are re
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from scaler.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from scaler.policy.capability import covers, format_capabilities, parse_capabilities
@@ -44,15 +46,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'scaler.policy' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())
 
 
 __all__ = [
