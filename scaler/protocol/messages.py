@@ -8,6 +8,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from scaler.protocol.frozen_values import FACTORY, FrozenValue
 from scaler.protocol.ids import ClientID, GraphID, ObjectID, TaskID
 from scaler.protocol.message_extras import (
     Capabilities,
@@ -122,6 +123,9 @@ __all__ = [
     "make_capabilities",
 ]
 
+#: how each `__init__` sets a field of a frozen value (as dataclasses' own does)
+_set = object.__setattr__
+
 #: Every hello carries it; peers of another version are refused. Raise it with any change an older peer cannot read:
 #: a new message, union member or enumerant it would receive, or a changed meaning (docs/protocol.md, section 4.6).
 #: Version 4: one route; every task reaches its processor on the processor's own link (docs/protocol.md section 3.7).
@@ -224,8 +228,8 @@ class PayloadKind(enum.Enum):
     OBJECT_ID = "objectId"
 
 
-@dataclass(frozen=True, slots=True)
-class Hello:
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class Hello(FrozenValue):
     protocol_version: int
     #: "3.11.7"; peers must share major.minor with the scheduler
     python_version: str
@@ -235,14 +239,30 @@ class Hello:
     #: the scheduler instance this peer was registered with before; empty the first time
     known_instance: bytes = b""
 
+    def __init__(
+        self,
+        protocol_version: int,
+        python_version: str,
+        pid: int,
+        hostname: str,
+        info: RoleInfo,
+        known_instance: bytes = b"",
+    ) -> None:
+        _set(self, "protocol_version", protocol_version)
+        _set(self, "python_version", python_version)
+        _set(self, "pid", pid)
+        _set(self, "hostname", hostname)
+        _set(self, "info", info)
+        _set(self, "known_instance", known_instance)
+
     @property
     def role(self) -> Role:
         """Which member of the schema's union `role` `info` holds."""
         return ROLE_OF_INFO[type(self.info)]
 
 
-@dataclass(frozen=True, slots=True)
-class ClientInfo:
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ClientInfo(FrozenValue):
     name: str = ""
     #: its share of the workers against other clients' (0: the default, 1)
     share: float = 1.0
@@ -260,9 +280,29 @@ class ClientInfo:
     #: its key's storage quota for the results of its jobs (sharing.toml; 0: the scheduler's)
     max_job_result_bytes: int = field(default=0, compare=False)
 
+    def __init__(
+        self,
+        name: str = "",
+        share: float = 1.0,
+        max_running_tasks: int = 0,
+        max_workers: int = 0,
+        resume_seconds: float = 0.0,
+        owner_key: str = "",
+        max_cost_per_hour: float = 0.0,
+        max_job_result_bytes: int = 0,
+    ) -> None:
+        _set(self, "name", name)
+        _set(self, "share", share)
+        _set(self, "max_running_tasks", max_running_tasks)
+        _set(self, "max_workers", max_workers)
+        _set(self, "resume_seconds", resume_seconds)
+        _set(self, "owner_key", owner_key)
+        _set(self, "max_cost_per_hour", max_cost_per_hour)
+        _set(self, "max_job_result_bytes", max_job_result_bytes)
 
-@dataclass(frozen=True, slots=True)
-class WorkerInfo:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class WorkerInfo(FrozenValue):
     capabilities: Capabilities = ()
     #: tasks the scheduler may have assigned to this worker at once, beyond the tasks staged in its processors
     #: and those parked or hosting an actor there (slots, plus one prefetched)
@@ -284,9 +324,33 @@ class WorkerInfo:
     #: the worker's CURVE key, set by the scheduler's shell (peer_keys.py): clients inside its tasks use it
     owner_key: str = field(default="", compare=False)
 
+    def __init__(
+        self,
+        capabilities: Capabilities = (),
+        capacity: int = 1,
+        manager_id: str = "",
+        worker_type: str = "",
+        held_tasks: tuple[TaskID, ...] = (),
+        lends_processors: bool = False,
+        slots: int = 0,
+        task_timeout_seconds: float = 0.0,
+        processor_per_parent: bool = False,
+        owner_key: str = "",
+    ) -> None:
+        _set(self, "capabilities", capabilities)
+        _set(self, "capacity", capacity)
+        _set(self, "manager_id", manager_id)
+        _set(self, "worker_type", worker_type)
+        _set(self, "held_tasks", held_tasks)
+        _set(self, "lends_processors", lends_processors)
+        _set(self, "slots", slots)
+        _set(self, "task_timeout_seconds", task_timeout_seconds)
+        _set(self, "processor_per_parent", processor_per_parent)
+        _set(self, "owner_key", owner_key)
 
-@dataclass(frozen=True, slots=True)
-class ManagerInfo:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ManagerInfo(FrozenValue):
     manager_id: str
     #: what each worker of this manager advertises
     capabilities: Capabilities = ()
@@ -302,9 +366,29 @@ class ManagerInfo:
     #: idle workers kept beyond what the queue needs (warm capacity)
     buffer_workers: int = 0
 
+    def __init__(
+        self,
+        manager_id: str,
+        capabilities: Capabilities = (),
+        max_workers: WorkerLimit = None,
+        manager_type: str = "",
+        worker_cost_per_hour: float = 0.0,
+        expected_boot_seconds: float | None = None,
+        min_workers: int = 0,
+        buffer_workers: int = 0,
+    ) -> None:
+        _set(self, "manager_id", manager_id)
+        _set(self, "capabilities", capabilities)
+        _set(self, "max_workers", max_workers)
+        _set(self, "manager_type", manager_type)
+        _set(self, "worker_cost_per_hour", worker_cost_per_hour)
+        _set(self, "expected_boot_seconds", expected_boot_seconds)
+        _set(self, "min_workers", min_workers)
+        _set(self, "buffer_workers", buffer_workers)
 
-@dataclass(frozen=True, slots=True)
-class ProcessorInfo:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ProcessorInfo(FrozenValue):
     """A processor's own link to the scheduler, the one way its tasks come and their answers leave
     (docs/protocol.md, section 3.7): accepted while its worker is registered; the scheduler takes what it sends
     as its worker's."""
@@ -321,9 +405,23 @@ class ProcessorInfo:
     #: how many tasks it may hold beyond the one it computes (0: one at a time)
     max_staged_tasks: int = 0
 
+    def __init__(
+        self,
+        processor_id: bytes,
+        worker_id: bytes,
+        lent: bool = False,
+        held_tasks: tuple[TaskID, ...] = (),
+        max_staged_tasks: int = 0,
+    ) -> None:
+        _set(self, "processor_id", processor_id)
+        _set(self, "worker_id", worker_id)
+        _set(self, "lent", lent)
+        _set(self, "held_tasks", held_tasks)
+        _set(self, "max_staged_tasks", max_staged_tasks)
 
-@dataclass(frozen=True, slots=True)
-class HelloReply:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class HelloReply(FrozenValue):
     accepted: bool
     #: why a peer was refused; empty when accepted
     reason: str = ""
@@ -344,9 +442,35 @@ class HelloReply:
     #: came through it reaches the object storage through it too; empty: none
     tunnel_address: str = ""
 
+    def __init__(
+        self,
+        accepted: bool,
+        reason: str = "",
+        protocol_version: int = PROTOCOL_VERSION,
+        python_version: str = "",
+        object_storage_address: str = "",
+        heartbeat_interval_seconds: float = 2.0,
+        worker_count: int = 0,
+        instance_id: bytes = b"",
+        resume_seconds: float = 0.0,
+        object_storage_server_key: str = "",
+        tunnel_address: str = "",
+    ) -> None:
+        _set(self, "accepted", accepted)
+        _set(self, "reason", reason)
+        _set(self, "protocol_version", protocol_version)
+        _set(self, "python_version", python_version)
+        _set(self, "object_storage_address", object_storage_address)
+        _set(self, "heartbeat_interval_seconds", heartbeat_interval_seconds)
+        _set(self, "worker_count", worker_count)
+        _set(self, "instance_id", instance_id)
+        _set(self, "resume_seconds", resume_seconds)
+        _set(self, "object_storage_server_key", object_storage_server_key)
+        _set(self, "tunnel_address", tunnel_address)
 
-@dataclass(frozen=True, slots=True)
-class Heartbeat:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class Heartbeat(FrozenValue):
     """Sent by clients, workers and managers. The scheduler answers each with a HeartbeatEcho."""
 
     cpu_percent: float = 0.0
@@ -362,9 +486,27 @@ class Heartbeat:
     #: a client's: answers (taskResult, taskCancelConfirm) received in that epoch
     answers_received: int = 0
 
+    def __init__(
+        self,
+        cpu_percent: float = 0.0,
+        rss_bytes: int = 0,
+        worker: WorkerStatus | None = None,
+        manager: ManagerStatus | None = None,
+        round_trip_seconds: float = 0.0,
+        answers_epoch: int = 0,
+        answers_received: int = 0,
+    ) -> None:
+        _set(self, "cpu_percent", cpu_percent)
+        _set(self, "rss_bytes", rss_bytes)
+        _set(self, "worker", worker)
+        _set(self, "manager", manager)
+        _set(self, "round_trip_seconds", round_trip_seconds)
+        _set(self, "answers_epoch", answers_epoch)
+        _set(self, "answers_received", answers_received)
 
-@dataclass(frozen=True, slots=True)
-class WorkerStatus:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class WorkerStatus(FrozenValue):
     #: tasks held by the worker, not yet started
     queued: int = 0
     #: tasks being executed now
@@ -380,9 +522,29 @@ class WorkerStatus:
     #: "cgroup v1", "cgroup v2" or "machine"
     memory_limit_source: str = ""
 
+    def __init__(
+        self,
+        queued: int = 0,
+        running: int = 0,
+        blocked: int = 0,
+        free_memory_bytes: int = 0,
+        processors: tuple[ProcessorStatus, ...] = (),
+        memory_bytes: int = 0,
+        memory_limit_bytes: int = 0,
+        memory_limit_source: str = "",
+    ) -> None:
+        _set(self, "queued", queued)
+        _set(self, "running", running)
+        _set(self, "blocked", blocked)
+        _set(self, "free_memory_bytes", free_memory_bytes)
+        _set(self, "processors", processors)
+        _set(self, "memory_bytes", memory_bytes)
+        _set(self, "memory_limit_bytes", memory_limit_bytes)
+        _set(self, "memory_limit_source", memory_limit_source)
 
-@dataclass(frozen=True, slots=True)
-class ProcessorStatus:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ProcessorStatus(FrozenValue):
     pid: int
     cpu_percent: float = 0.0
     rss_bytes: int = 0
@@ -391,9 +553,18 @@ class ProcessorStatus:
     #: PSS: shared pages (the zygote's) divided among the processes sharing them
     memory_bytes: int = 0
 
+    def __init__(
+        self, pid: int, cpu_percent: float = 0.0, rss_bytes: int = 0, state: str = "", memory_bytes: int = 0
+    ) -> None:
+        _set(self, "pid", pid)
+        _set(self, "cpu_percent", cpu_percent)
+        _set(self, "rss_bytes", rss_bytes)
+        _set(self, "state", state)
+        _set(self, "memory_bytes", memory_bytes)
 
-@dataclass(frozen=True, slots=True)
-class ManagerStatus:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ManagerStatus(FrozenValue):
     #: units the manager's backend currently reports
     units: int = 0
     #: launched but not yet running
@@ -405,9 +576,23 @@ class ManagerStatus:
     #: why it launches fewer units than its target asks now; empty: it does not
     held: str = ""
 
+    def __init__(
+        self,
+        units: int = 0,
+        pending_units: int = 0,
+        boot_seconds: float = 0.0,
+        waits: tuple[UnitWaits, ...] = (),
+        held: str = "",
+    ) -> None:
+        _set(self, "units", units)
+        _set(self, "pending_units", pending_units)
+        _set(self, "boot_seconds", boot_seconds)
+        _set(self, "waits", waits)
+        _set(self, "held", held)
 
-@dataclass(frozen=True, slots=True)
-class UnitWaits(UnitWaitsMethods):
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class UnitWaits(UnitWaitsMethods, FrozenValue):
     """A worker manager's units that have not started, for one reason their provider gives (a Slurm job's pending
     reason, a pod's Unschedulable)."""
 
@@ -417,9 +602,14 @@ class UnitWaits(UnitWaitsMethods):
     #: the provider's own words, for one of them
     message: str = ""
 
+    def __init__(self, reason: str = "", units: int = 0, message: str = "") -> None:
+        _set(self, "reason", reason)
+        _set(self, "units", units)
+        _set(self, "message", message)
 
-@dataclass(frozen=True, slots=True)
-class HeartbeatEcho:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class HeartbeatEcho(FrozenValue):
     object_storage_address: str = ""
     worker_count: int = 0
     #: on a processor's link: the results read there since the previous echo (the processor forgets them); empty
@@ -429,24 +619,43 @@ class HeartbeatEcho:
     #: 0 to anyone else
     heartbeat_interval_seconds: float = 0.0
 
+    def __init__(
+        self,
+        object_storage_address: str = "",
+        worker_count: int = 0,
+        results_read: tuple[TaskID, ...] = (),
+        heartbeat_interval_seconds: float = 0.0,
+    ) -> None:
+        _set(self, "object_storage_address", object_storage_address)
+        _set(self, "worker_count", worker_count)
+        _set(self, "results_read", results_read)
+        _set(self, "heartbeat_interval_seconds", heartbeat_interval_seconds)
 
-@dataclass(frozen=True, slots=True)
-class Ping:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class Ping(FrozenValue):
     """Probe; the receiver ignores it. Used by the scheduler to test whether a peer is still routable."""
 
     nonce: int = 0
 
+    def __init__(self, nonce: int = 0) -> None:
+        _set(self, "nonce", nonce)
 
-@dataclass(frozen=True, slots=True)
-class ProtocolError:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ProtocolError(FrozenValue):
     """Answer to a message the receiver could not accept. Never answered itself."""
 
     reason: str
     kind: ProtocolErrorKind = ProtocolErrorKind.UNEXPECTED
 
+    def __init__(self, reason: str, kind: ProtocolErrorKind = ProtocolErrorKind.UNEXPECTED) -> None:
+        _set(self, "reason", reason)
+        _set(self, "kind", kind)
 
-@dataclass(frozen=True, slots=True)
-class Argument:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class Argument(FrozenValue):
     kind: ArgumentKind
     #: The serialized value, the object id of the value in object storage, or (graphs) the id of the task whose
     #: result it is.
@@ -457,9 +666,15 @@ class Argument:
     #: (ObjectReference.copy_on_write); false: read-only where it is mapped
     copy_on_write: bool = False
 
+    def __init__(self, kind: ArgumentKind, data: bytes, keyword: str = "", copy_on_write: bool = False) -> None:
+        _set(self, "kind", kind)
+        _set(self, "data", data)
+        _set(self, "keyword", keyword)
+        _set(self, "copy_on_write", copy_on_write)
 
-@dataclass(frozen=True, slots=True)
-class LogForwarding:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class LogForwarding(FrozenValue):
     """Which logging records of a task go to its client, when forwardLogging is set."""
 
     #: those at this level or above
@@ -467,9 +682,13 @@ class LogForwarding:
     #: those of this logger and its children; empty: every logger
     logger_name: str = ""
 
+    def __init__(self, level: int = 0, logger_name: str = "") -> None:
+        _set(self, "level", level)
+        _set(self, "logger_name", logger_name)
 
-@dataclass(frozen=True, slots=True)
-class TaskBody:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class TaskBody(FrozenValue):
     """Everything only the processor needs. The scheduler forwards it unread."""
 
     #: object id of the serialized function in object storage
@@ -485,9 +704,27 @@ class TaskBody:
     #: Which logging records of a task go to its client, when forwardLogging is set.
     log_forwarding: LogForwarding | None = None
 
+    def __init__(
+        self,
+        function_id: ObjectID,
+        args: tuple[Argument, ...] = (),
+        serializer_id: ObjectID = ObjectID(b""),
+        profiling: bool = False,
+        stream_output: bool = False,
+        clear_epoch: int = 0,
+        log_forwarding: LogForwarding | None = None,
+    ) -> None:
+        _set(self, "function_id", function_id)
+        _set(self, "args", args)
+        _set(self, "serializer_id", serializer_id)
+        _set(self, "profiling", profiling)
+        _set(self, "stream_output", stream_output)
+        _set(self, "clear_epoch", clear_epoch)
+        _set(self, "log_forwarding", log_forwarding)
 
-@dataclass(frozen=True, slots=True)
-class Task:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class Task(FrozenValue):
     task_id: TaskID
     #: owner of the task and of its result
     client_id: ClientID
@@ -518,9 +755,40 @@ class Task:
     #: of the value: not compared, and dropped by dataclasses.replace
     wire: bytes | None = field(default=None, init=False, repr=False, compare=False)
 
+    def __init__(
+        self,
+        task_id: TaskID,
+        client_id: ClientID,
+        body: bytes,
+        function_name: str = "",
+        priority: int = 0,
+        capabilities: Capabilities = (),
+        graph_id: GraphID = GraphID(b""),
+        dependencies: tuple[TaskID, ...] = (),
+        inputs: tuple[TaskInput, ...] = (),
+        stream_credit: int = 0,
+        actor_id: TaskID = TaskID(b""),
+        actor: ActorSpec | None = None,
+        large_inputs: tuple[ObjectID, ...] = (),
+    ) -> None:
+        _set(self, "task_id", task_id)
+        _set(self, "client_id", client_id)
+        _set(self, "body", body)
+        _set(self, "function_name", function_name)
+        _set(self, "priority", priority)
+        _set(self, "capabilities", capabilities)
+        _set(self, "graph_id", graph_id)
+        _set(self, "dependencies", dependencies)
+        _set(self, "inputs", inputs)
+        _set(self, "stream_credit", stream_credit)
+        _set(self, "actor_id", actor_id)
+        _set(self, "actor", actor)
+        _set(self, "large_inputs", large_inputs)
+        _set(self, "wire", None)
 
-@dataclass(frozen=True, slots=True)
-class ActorSpec:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ActorSpec(FrozenValue):
     """What a client asks of an actor it starts (Client.actor). The start task stays at its worker while the actor
     lives."""
 
@@ -535,9 +803,23 @@ class ActorSpec:
     #: started from this task (by a client inside it): named in that task's client's key; empty: none
     from_task: bytes = b""
 
+    def __init__(
+        self,
+        max_restarts: int = 0,
+        max_concurrency: int = 1,
+        name: str = "",
+        interface: bytes = b"",
+        from_task: bytes = b"",
+    ) -> None:
+        _set(self, "max_restarts", max_restarts)
+        _set(self, "max_concurrency", max_concurrency)
+        _set(self, "name", name)
+        _set(self, "interface", interface)
+        _set(self, "from_task", from_task)
 
-@dataclass(frozen=True, slots=True)
-class TaskInput:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class TaskInput(FrozenValue):
     """The result of a graph node, handed to the nodes that depend on it."""
 
     task_id: TaskID
@@ -545,16 +827,26 @@ class TaskInput:
     #: The task's result: its serialized value, or its object id in object storage.
     data: bytes
 
+    def __init__(self, task_id: TaskID, kind: PayloadKind, data: bytes) -> None:
+        _set(self, "task_id", task_id)
+        _set(self, "kind", kind)
+        _set(self, "data", data)
 
-@dataclass(frozen=True, slots=True)
-class Profile:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class Profile(FrozenValue):
     duration_seconds: float = 0.0
     cpu_seconds: float = 0.0
     peak_memory_bytes: int = 0
 
+    def __init__(self, duration_seconds: float = 0.0, cpu_seconds: float = 0.0, peak_memory_bytes: int = 0) -> None:
+        _set(self, "duration_seconds", duration_seconds)
+        _set(self, "cpu_seconds", cpu_seconds)
+        _set(self, "peak_memory_bytes", peak_memory_bytes)
 
-@dataclass(frozen=True, slots=True)
-class TaskResult:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class TaskResult(FrozenValue):
     task_id: TaskID
     status: ResultStatus
     payload_kind: PayloadKind = PayloadKind.NONE
@@ -574,9 +866,34 @@ class TaskResult:
     #: see Task.wire
     wire: bytes | None = field(default=None, init=False, repr=False, compare=False)
 
+    def __init__(
+        self,
+        task_id: TaskID,
+        status: ResultStatus,
+        payload_kind: PayloadKind = PayloadKind.NONE,
+        payload: bytes = b"",
+        error_message: str = "",
+        profile: Profile = FACTORY,
+        worker_id: bytes = b"",
+        ran: RunStamps | None = None,
+        stored_bytes: int = 0,
+        streamed: int = 0,
+    ) -> None:
+        _set(self, "task_id", task_id)
+        _set(self, "status", status)
+        _set(self, "payload_kind", payload_kind)
+        _set(self, "payload", payload)
+        _set(self, "error_message", error_message)
+        _set(self, "profile", Profile() if profile is FACTORY else profile)
+        _set(self, "worker_id", worker_id)
+        _set(self, "ran", ran)
+        _set(self, "stored_bytes", stored_bytes)
+        _set(self, "streamed", streamed)
+        _set(self, "wire", None)
 
-@dataclass(frozen=True, slots=True)
-class RunStamps:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class RunStamps(FrozenValue):
     """A processor's own times for one task, carried to the scheduler on the result for the task's story."""
 
     #: wall-clock seconds when the processor began the call
@@ -587,30 +904,49 @@ class RunStamps:
     #: wall-clock seconds when the processor read the task from its link (0: unknown)
     received_at: float = 0.0
 
+    def __init__(self, started_at: float, finished_at: float, processor_pid: int = 0, received_at: float = 0.0) -> None:
+        _set(self, "started_at", started_at)
+        _set(self, "finished_at", finished_at)
+        _set(self, "processor_pid", processor_pid)
+        _set(self, "received_at", received_at)
 
-@dataclass(frozen=True, slots=True)
-class TaskCancel:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class TaskCancel(FrozenValue):
     task_ids: tuple[TaskID, ...]
     #: cancel only those not yet dispatched to a worker (an Executor's shutdown(cancel_futures=True)): the others
     #: are left to finish and get no answer to this cancel
     queued_only: bool = False
 
+    def __init__(self, task_ids: tuple[TaskID, ...], queued_only: bool = False) -> None:
+        _set(self, "task_ids", task_ids)
+        _set(self, "queued_only", queued_only)
 
-@dataclass(frozen=True, slots=True)
-class TaskCancelConfirm:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class TaskCancelConfirm(FrozenValue):
     task_id: TaskID
     outcome: CancelOutcome
 
+    def __init__(self, task_id: TaskID, outcome: CancelOutcome) -> None:
+        _set(self, "task_id", task_id)
+        _set(self, "outcome", outcome)
 
-@dataclass(frozen=True, slots=True)
-class TaskLog:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class TaskLog(FrozenValue):
     task_id: TaskID
     stream: LogStream
     text: str
 
+    def __init__(self, task_id: TaskID, stream: LogStream, text: str) -> None:
+        _set(self, "task_id", task_id)
+        _set(self, "stream", stream)
+        _set(self, "text", text)
 
-@dataclass(frozen=True, slots=True)
-class GraphTask:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class GraphTask(FrozenValue):
     """A culled DAG. Nodes reference each other through Argument.taskResult."""
 
     graph_id: GraphID
@@ -619,28 +955,46 @@ class GraphTask:
     #: task ids whose results the client wants
     targets: tuple[TaskID, ...]
 
+    def __init__(
+        self, graph_id: GraphID, client_id: ClientID, nodes: tuple[Task, ...], targets: tuple[TaskID, ...]
+    ) -> None:
+        _set(self, "graph_id", graph_id)
+        _set(self, "client_id", client_id)
+        _set(self, "nodes", nodes)
+        _set(self, "targets", targets)
 
-@dataclass(frozen=True, slots=True)
-class ClientDisconnect:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ClientDisconnect(FrozenValue):
     #: true: the client asks the whole cluster to stop
     shutdown_cluster: bool = False
 
+    def __init__(self, shutdown_cluster: bool = False) -> None:
+        _set(self, "shutdown_cluster", shutdown_cluster)
 
-@dataclass(frozen=True, slots=True)
-class ShutdownReply:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ShutdownReply(FrozenValue):
     accepted: bool
     reason: str = ""
 
+    def __init__(self, accepted: bool, reason: str = "") -> None:
+        _set(self, "accepted", accepted)
+        _set(self, "reason", reason)
 
-@dataclass(frozen=True, slots=True)
-class TaskStoryRequest:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class TaskStoryRequest(FrozenValue):
     """A client asks for one task's history as the scheduler knows it."""
 
     task_id: TaskID
 
+    def __init__(self, task_id: TaskID) -> None:
+        _set(self, "task_id", task_id)
 
-@dataclass(frozen=True, slots=True)
-class StoryEntry:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class StoryEntry(FrozenValue):
     """One step of a task's history: when, where (component and which one), what, and what caused it."""
 
     #: wall-clock seconds
@@ -654,9 +1008,16 @@ class StoryEntry:
     #: the stimulus: a submit, a dispatch attempt, a worker lost and why ...
     cause: str = ""
 
+    def __init__(self, wall_time: float, component: str, where: str = "", what: str = "", cause: str = "") -> None:
+        _set(self, "wall_time", wall_time)
+        _set(self, "component", component)
+        _set(self, "where", where)
+        _set(self, "what", what)
+        _set(self, "cause", cause)
 
-@dataclass(frozen=True, slots=True)
-class TaskStoryReply:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class TaskStoryReply(FrozenValue):
     task_id: TaskID
     #: false: the scheduler never saw the task or forgot it; `note` says which
     known: bool
@@ -664,16 +1025,25 @@ class TaskStoryReply:
     #: what the entries leave out (a forgotten task, entries dropped past the bound)
     note: str = ""
 
+    def __init__(self, task_id: TaskID, known: bool, entries: tuple[StoryEntry, ...] = (), note: str = "") -> None:
+        _set(self, "task_id", task_id)
+        _set(self, "known", known)
+        _set(self, "entries", entries)
+        _set(self, "note", note)
 
-@dataclass(frozen=True, slots=True)
-class WorkerCapacity:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class WorkerCapacity(FrozenValue):
     """The worker changes how many tasks it accepts at once (nested parents blocked, prefetch tuned)."""
 
     capacity: int
 
+    def __init__(self, capacity: int) -> None:
+        _set(self, "capacity", capacity)
 
-@dataclass(frozen=True, slots=True)
-class WorkerLeaving:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class WorkerLeaving(FrozenValue):
     """A worker that stops on purpose. The scheduler re-queues its tasks and answers with Shutdown. With
     drainSeconds, it drains first: no new task, those it has not started given back, those it runs may end within
     drainSeconds (then they are moved, at no retry cost); the scheduler answers with Shutdown once it holds none."""
@@ -682,28 +1052,42 @@ class WorkerLeaving:
     #: > 0: drain first, for at most this long (a lifetime that ends); 0: leave now
     drain_seconds: float = 0.0
 
+    def __init__(self, reason: str = "", drain_seconds: float = 0.0) -> None:
+        _set(self, "reason", reason)
+        _set(self, "drain_seconds", drain_seconds)
 
-@dataclass(frozen=True, slots=True)
-class TaskReturn:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class TaskReturn(FrozenValue):
     """scheduler -> processor, on its link: give these staged, not yet started tasks back. processor -> scheduler:
     these were given back (a subset of what was asked, or tasks it will not run beside an actor it hosts)."""
 
     task_ids: tuple[TaskID, ...]
 
+    def __init__(self, task_ids: tuple[TaskID, ...]) -> None:
+        _set(self, "task_ids", task_ids)
 
-@dataclass(frozen=True, slots=True)
-class Shutdown:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class Shutdown(FrozenValue):
     reason: str = ""
 
+    def __init__(self, reason: str = "") -> None:
+        _set(self, "reason", reason)
 
-@dataclass(frozen=True, slots=True)
-class TargetEntry:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class TargetEntry(FrozenValue):
     capabilities: Capabilities
     workers: int
 
+    def __init__(self, capabilities: Capabilities, workers: int) -> None:
+        _set(self, "capabilities", capabilities)
+        _set(self, "workers", workers)
 
-@dataclass(frozen=True, slots=True)
-class ManagerTarget:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ManagerTarget(FrozenValue):
     """Declarative: how many workers the scheduler wants from this manager, per capability set."""
 
     entries: tuple[TargetEntry, ...]
@@ -712,38 +1096,57 @@ class ManagerTarget:
     #: ids of every worker of this manager connected now (a unit whose workers registered)
     connected: tuple[str, ...] = ()
 
+    def __init__(
+        self, entries: tuple[TargetEntry, ...], drain: tuple[str, ...] = (), connected: tuple[str, ...] = ()
+    ) -> None:
+        _set(self, "entries", entries)
+        _set(self, "drain", drain)
+        _set(self, "connected", connected)
 
-@dataclass(frozen=True, slots=True)
-class ProcessorReady:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ProcessorReady(FrozenValue):
     """processor -> agent, on their private socket: it started (the one message it sends its agent)."""
 
     pid: int
 
+    def __init__(self, pid: int) -> None:
+        _set(self, "pid", pid)
 
-@dataclass(frozen=True, slots=True)
-class ProcessorBlocked:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ProcessorBlocked(FrozenValue):
     """processor -> scheduler, on its link: the task waits on nested futures; its slot may serve other tasks."""
 
     task_id: TaskID
 
+    def __init__(self, task_id: TaskID) -> None:
+        _set(self, "task_id", task_id)
 
-@dataclass(frozen=True, slots=True)
-class ProcessorResumeRequest:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ProcessorResumeRequest(FrozenValue):
     """processor -> scheduler, on its link: the nested futures are done; the task takes the processor's computing
     turn again once it is free (the processor gives it the turn itself)."""
 
     task_id: TaskID
 
+    def __init__(self, task_id: TaskID) -> None:
+        _set(self, "task_id", task_id)
 
-@dataclass(frozen=True, slots=True)
-class ProcessorResume:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ProcessorResume(FrozenValue):
     """Within a processor only (its task line gives a resumed task the turn); on no link since version 4."""
 
     task_id: TaskID
 
+    def __init__(self, task_id: TaskID) -> None:
+        _set(self, "task_id", task_id)
 
-@dataclass(frozen=True, slots=True)
-class ResultSent:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ResultSent(FrozenValue):
     """Retired in version 4 (a result leaves on its processor's link only). Was: the processor sent this task's
     TaskResult to the scheduler itself, on its own link, and told its agent."""
 
@@ -753,18 +1156,26 @@ class ResultSent:
     #: how long the task computed, as the processor measured it (the agent's run-time estimates)
     seconds: float = 0.0
 
+    def __init__(self, task_id: TaskID, result: bytes, seconds: float = 0.0) -> None:
+        _set(self, "task_id", task_id)
+        _set(self, "result", result)
+        _set(self, "seconds", seconds)
 
-@dataclass(frozen=True, slots=True)
-class ProcessorWriting:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ProcessorWriting(FrozenValue):
     """processor -> scheduler, on its link: it still writes results it announced (readers follow the writes:
     object_storage/followed_put.py), or is done with them. `true` comes before the TaskResult that ends its task;
     `false` once every such write is stored or given up. Meanwhile the scheduler neither kills nor retires it."""
 
     writing: bool
 
+    def __init__(self, writing: bool) -> None:
+        _set(self, "writing", writing)
 
-@dataclass(frozen=True, slots=True)
-class ProcessorExited:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ProcessorExited(FrozenValue):
     """worker -> scheduler: one of its processors ended (docs/protocol.md section 3.7): the scheduler ends the tasks
     held on its link, failing the one it computed with this description."""
 
@@ -779,9 +1190,23 @@ class ProcessorExited:
     #: the mark was read: only `computingTask` is blamed (false: no mark)
     computing_task_known: bool = False
 
+    def __init__(
+        self,
+        processor_id: bytes = b"",
+        description: str = "",
+        out_of_memory: str = "",
+        computing_task: bytes = b"",
+        computing_task_known: bool = False,
+    ) -> None:
+        _set(self, "processor_id", processor_id)
+        _set(self, "description", description)
+        _set(self, "out_of_memory", out_of_memory)
+        _set(self, "computing_task", computing_task)
+        _set(self, "computing_task_known", computing_task_known)
 
-@dataclass(frozen=True, slots=True)
-class ProcessorKill:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ProcessorKill(FrozenValue):
     """scheduler -> worker: kill this processor now (its task was cancelled or timed out, a stopped task did not
     unwind, or it is not needed any more); the worker answers with ProcessorExited as for any processor that
     ends."""
@@ -789,18 +1214,25 @@ class ProcessorKill:
     processor_id: bytes
     reason: str = ""
 
+    def __init__(self, processor_id: bytes, reason: str = "") -> None:
+        _set(self, "processor_id", processor_id)
+        _set(self, "reason", reason)
 
-@dataclass(frozen=True, slots=True)
-class ProcessorsWanted:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ProcessorsWanted(FrozenValue):
     """scheduler -> worker: how many processors to keep started beyond its slots (processors that host an actor, or
     keep a parent waiting on nested tasks with nested_parents "process", serve no slot). Surplus ones are named
     in ProcessorKill."""
 
     beyond_slots: int
 
+    def __init__(self, beyond_slots: int) -> None:
+        _set(self, "beyond_slots", beyond_slots)
 
-@dataclass(frozen=True, slots=True)
-class StatusSnapshot:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class StatusSnapshot(FrozenValue):
     """Monitor feed, topic "status": the scheduler's state at one instant (docs/protocol.md, monitor feed)."""
 
     #: the scheduler's monotonic clock
@@ -828,9 +1260,43 @@ class StatusSnapshot:
     #: each client's work, for the budget split per client (in-process read model; not on the monitor feed)
     client_loads: tuple[ClientLoad, ...] = ()
 
+    def __init__(
+        self,
+        time: float,
+        scheduler: SchedulerStats,
+        workers: tuple[WorkerSummary, ...] = (),
+        clients: tuple[ClientSummary, ...] = (),
+        managers: tuple[ManagerSummary, ...] = (),
+        pending: tuple[PendingGroup, ...] = (),
+        wall_time: float = 0.0,
+        feed_version: int = FEED_VERSION,
+        functions: tuple[FunctionSummary, ...] = (),
+        message_counts: tuple[MessageCount, ...] = (),
+        jobs: tuple[JobSummary, ...] = (),
+        actors: tuple[ActorSummary, ...] = (),
+        storage: StorageTraffic = FACTORY,
+        run_times: tuple[RunTimeEstimate, ...] = (),
+        client_loads: tuple[ClientLoad, ...] = (),
+    ) -> None:
+        _set(self, "time", time)
+        _set(self, "scheduler", scheduler)
+        _set(self, "workers", workers)
+        _set(self, "clients", clients)
+        _set(self, "managers", managers)
+        _set(self, "pending", pending)
+        _set(self, "wall_time", wall_time)
+        _set(self, "feed_version", feed_version)
+        _set(self, "functions", functions)
+        _set(self, "message_counts", message_counts)
+        _set(self, "jobs", jobs)
+        _set(self, "actors", actors)
+        _set(self, "storage", StorageTraffic() if storage is FACTORY else storage)
+        _set(self, "run_times", run_times)
+        _set(self, "client_loads", client_loads)
 
-@dataclass(frozen=True, slots=True)
-class ActorSummary:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ActorSummary(FrozenValue):
     actor_id: TaskID
     #: its start task's function name
     class_name: str
@@ -851,9 +1317,33 @@ class ActorSummary:
     #: since it was started
     age_seconds: float = 0.0
 
+    def __init__(
+        self,
+        actor_id: TaskID,
+        class_name: str,
+        name: str = "",
+        client_id: bytes = b"",
+        worker_id: bytes = b"",
+        state: str = "",
+        restarts: int = 0,
+        calls: int = 0,
+        calls_done: int = 0,
+        age_seconds: float = 0.0,
+    ) -> None:
+        _set(self, "actor_id", actor_id)
+        _set(self, "class_name", class_name)
+        _set(self, "name", name)
+        _set(self, "client_id", client_id)
+        _set(self, "worker_id", worker_id)
+        _set(self, "state", state)
+        _set(self, "restarts", restarts)
+        _set(self, "calls", calls)
+        _set(self, "calls_done", calls_done)
+        _set(self, "age_seconds", age_seconds)
 
-@dataclass(frozen=True, slots=True)
-class JobSummary:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class JobSummary(FrozenValue):
     name: str
     #: "running", "done", "cancelled"
     state: str
@@ -870,9 +1360,31 @@ class JobSummary:
     #: since the job was opened
     age_seconds: float = 0.0
 
+    def __init__(
+        self,
+        name: str,
+        state: str,
+        done: int,
+        total: int,
+        submitter_connected: bool = False,
+        failed: int = 0,
+        submitter: str = "",
+        owner_key: str = "",
+        age_seconds: float = 0.0,
+    ) -> None:
+        _set(self, "name", name)
+        _set(self, "state", state)
+        _set(self, "done", done)
+        _set(self, "total", total)
+        _set(self, "submitter_connected", submitter_connected)
+        _set(self, "failed", failed)
+        _set(self, "submitter", submitter)
+        _set(self, "owner_key", owner_key)
+        _set(self, "age_seconds", age_seconds)
 
-@dataclass(frozen=True, slots=True)
-class TaskCounts(TaskCountsMethods):
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class TaskCounts(TaskCountsMethods, FrozenValue):
     #: graph nodes waiting for their dependencies
     waiting: int = 0
     queued: int = 0
@@ -882,24 +1394,49 @@ class TaskCounts(TaskCountsMethods):
     failed: int = 0
     canceled: int = 0
 
+    def __init__(
+        self,
+        waiting: int = 0,
+        queued: int = 0,
+        running: int = 0,
+        succeeded: int = 0,
+        failed: int = 0,
+        canceled: int = 0,
+    ) -> None:
+        _set(self, "waiting", waiting)
+        _set(self, "queued", queued)
+        _set(self, "running", running)
+        _set(self, "succeeded", succeeded)
+        _set(self, "failed", failed)
+        _set(self, "canceled", canceled)
 
-@dataclass(frozen=True, slots=True)
-class FunctionSummary:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class FunctionSummary(FrozenValue):
     name: str
     counts: TaskCounts = field(default_factory=TaskCounts)
 
+    def __init__(self, name: str, counts: TaskCounts = FACTORY) -> None:
+        _set(self, "name", name)
+        _set(self, "counts", TaskCounts() if counts is FACTORY else counts)
 
-@dataclass(frozen=True, slots=True)
-class MessageCount:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class MessageCount(FrozenValue):
     #: message type
     name: str
     #: by the scheduler
     sent: int = 0
     received: int = 0
 
+    def __init__(self, name: str, sent: int = 0, received: int = 0) -> None:
+        _set(self, "name", name)
+        _set(self, "sent", sent)
+        _set(self, "received", received)
 
-@dataclass(frozen=True, slots=True)
-class TaskTransitions:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class TaskTransitions(FrozenValue):
     """Monitor feed, topic "tasks": task state changes since the previous publication, at most a bounded number."""
 
     transitions: tuple[TaskTransition, ...]
@@ -908,9 +1445,21 @@ class TaskTransitions:
     wall_time: float = 0.0
     feed_version: int = FEED_VERSION
 
+    def __init__(
+        self,
+        transitions: tuple[TaskTransition, ...],
+        dropped: int = 0,
+        wall_time: float = 0.0,
+        feed_version: int = FEED_VERSION,
+    ) -> None:
+        _set(self, "transitions", transitions)
+        _set(self, "dropped", dropped)
+        _set(self, "wall_time", wall_time)
+        _set(self, "feed_version", feed_version)
 
-@dataclass(frozen=True, slots=True)
-class TaskTransition:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class TaskTransition(FrozenValue):
     task_id: TaskID
     #: waiting, queued, running, canceling, success, failed, canceled, workerDied
     state: str
@@ -925,27 +1474,63 @@ class TaskTransition:
     #: the client that submitted the task (empty from schedulers before it was added)
     client_id: bytes = b""
 
+    def __init__(
+        self,
+        task_id: TaskID,
+        state: str,
+        worker_id: bytes = b"",
+        function_name: str = "",
+        wall_time: float = 0.0,
+        run_seconds: float = 0.0,
+        peak_memory_bytes: int = 0,
+        client_id: bytes = b"",
+    ) -> None:
+        _set(self, "task_id", task_id)
+        _set(self, "state", state)
+        _set(self, "worker_id", worker_id)
+        _set(self, "function_name", function_name)
+        _set(self, "wall_time", wall_time)
+        _set(self, "run_seconds", run_seconds)
+        _set(self, "peak_memory_bytes", peak_memory_bytes)
+        _set(self, "client_id", client_id)
 
-@dataclass(frozen=True, slots=True)
-class ScalingDecisions:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ScalingDecisions(FrozenValue):
     """Monitor feed, topic "scaling": the latest changes of the managers' targets, with their reasons."""
 
     decisions: tuple[ScalingDecision, ...]
     wall_time: float = 0.0
     feed_version: int = FEED_VERSION
 
+    def __init__(
+        self, decisions: tuple[ScalingDecision, ...], wall_time: float = 0.0, feed_version: int = FEED_VERSION
+    ) -> None:
+        _set(self, "decisions", decisions)
+        _set(self, "wall_time", wall_time)
+        _set(self, "feed_version", feed_version)
 
-@dataclass(frozen=True, slots=True)
-class ScalingDecision:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ScalingDecision(FrozenValue):
     manager_id: str
     from_workers: int
     to_workers: int
     reason: str = ""
     wall_time: float = 0.0
 
+    def __init__(
+        self, manager_id: str, from_workers: int, to_workers: int, reason: str = "", wall_time: float = 0.0
+    ) -> None:
+        _set(self, "manager_id", manager_id)
+        _set(self, "from_workers", from_workers)
+        _set(self, "to_workers", to_workers)
+        _set(self, "reason", reason)
+        _set(self, "wall_time", wall_time)
 
-@dataclass(frozen=True, slots=True)
-class SchedulerStats:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class SchedulerStats(FrozenValue):
     address: str = ""
     cpu_percent: float = 0.0
     rss_bytes: int = 0
@@ -967,9 +1552,47 @@ class SchedulerStats:
     #: such tasks placed elsewhere at once, every holding host being busy
     away_from_data: int = 0
 
+    def __init__(
+        self,
+        address: str = "",
+        cpu_percent: float = 0.0,
+        rss_bytes: int = 0,
+        queued: int = 0,
+        running: int = 0,
+        succeeded: int = 0,
+        failed: int = 0,
+        canceled: int = 0,
+        worker_died: int = 0,
+        object_count: int = 0,
+        object_bytes: int = 0,
+        messages_received: int = 0,
+        messages_sent: int = 0,
+        graphs: int = 0,
+        not_found: int = 0,
+        near_data: int = 0,
+        away_from_data: int = 0,
+    ) -> None:
+        _set(self, "address", address)
+        _set(self, "cpu_percent", cpu_percent)
+        _set(self, "rss_bytes", rss_bytes)
+        _set(self, "queued", queued)
+        _set(self, "running", running)
+        _set(self, "succeeded", succeeded)
+        _set(self, "failed", failed)
+        _set(self, "canceled", canceled)
+        _set(self, "worker_died", worker_died)
+        _set(self, "object_count", object_count)
+        _set(self, "object_bytes", object_bytes)
+        _set(self, "messages_received", messages_received)
+        _set(self, "messages_sent", messages_sent)
+        _set(self, "graphs", graphs)
+        _set(self, "not_found", not_found)
+        _set(self, "near_data", near_data)
+        _set(self, "away_from_data", away_from_data)
 
-@dataclass(frozen=True, slots=True)
-class WorkerSummary:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class WorkerSummary(FrozenValue):
     worker_id: bytes
     manager_id: str = ""
     capabilities: Capabilities = ()
@@ -986,9 +1609,41 @@ class WorkerSummary:
     worker_type: str = ""
     connected_seconds_ago: float = 0.0
 
+    def __init__(
+        self,
+        worker_id: bytes,
+        manager_id: str = "",
+        capabilities: Capabilities = (),
+        capacity: int = 0,
+        assigned: int = 0,
+        status: WorkerStatus = FACTORY,
+        cpu_percent: float = 0.0,
+        rss_bytes: int = 0,
+        last_seen_seconds_ago: float = 0.0,
+        hostname: str = "",
+        pid: int = 0,
+        lag_seconds: float = 0.0,
+        worker_type: str = "",
+        connected_seconds_ago: float = 0.0,
+    ) -> None:
+        _set(self, "worker_id", worker_id)
+        _set(self, "manager_id", manager_id)
+        _set(self, "capabilities", capabilities)
+        _set(self, "capacity", capacity)
+        _set(self, "assigned", assigned)
+        _set(self, "status", WorkerStatus() if status is FACTORY else status)
+        _set(self, "cpu_percent", cpu_percent)
+        _set(self, "rss_bytes", rss_bytes)
+        _set(self, "last_seen_seconds_ago", last_seen_seconds_ago)
+        _set(self, "hostname", hostname)
+        _set(self, "pid", pid)
+        _set(self, "lag_seconds", lag_seconds)
+        _set(self, "worker_type", worker_type)
+        _set(self, "connected_seconds_ago", connected_seconds_ago)
 
-@dataclass(frozen=True, slots=True)
-class ClientSummary:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ClientSummary(FrozenValue):
     client_id: bytes
     #: live tasks
     tasks: int = 0
@@ -1000,9 +1655,27 @@ class ClientSummary:
     #: how long its work waits for it when it is away; 0: not at all
     resume_seconds: float = 0.0
 
+    def __init__(
+        self,
+        client_id: bytes,
+        tasks: int = 0,
+        name: str = "",
+        hostname: str = "",
+        counts: TaskCounts = FACTORY,
+        away_seconds: float = 0.0,
+        resume_seconds: float = 0.0,
+    ) -> None:
+        _set(self, "client_id", client_id)
+        _set(self, "tasks", tasks)
+        _set(self, "name", name)
+        _set(self, "hostname", hostname)
+        _set(self, "counts", TaskCounts() if counts is FACTORY else counts)
+        _set(self, "away_seconds", away_seconds)
+        _set(self, "resume_seconds", resume_seconds)
 
-@dataclass(frozen=True, slots=True)
-class ManagerSummary(ManagerSummaryMethods):
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ManagerSummary(ManagerSummaryMethods, FrozenValue):
     manager_id: str
     manager_type: str = ""
     capabilities: Capabilities = ()
@@ -1027,9 +1700,45 @@ class ManagerSummary(ManagerSummaryMethods):
     #: why it launches fewer units than its target asks now; empty: it does not
     held: str = ""
 
+    def __init__(
+        self,
+        manager_id: str,
+        manager_type: str = "",
+        capabilities: Capabilities = (),
+        max_workers: WorkerLimit = None,
+        connected_workers: int = 0,
+        target_workers: int = 0,
+        units: int = 0,
+        pending_units: int = 0,
+        last_target: ManagerTarget | None = None,
+        seconds_since_heartbeat: float = 0.0,
+        worker_cost_per_hour: float = 0.0,
+        boot_seconds: float = 0.0,
+        min_workers: int = 0,
+        buffer_workers: int = 0,
+        waits: tuple[UnitWaits, ...] = (),
+        held: str = "",
+    ) -> None:
+        _set(self, "manager_id", manager_id)
+        _set(self, "manager_type", manager_type)
+        _set(self, "capabilities", capabilities)
+        _set(self, "max_workers", max_workers)
+        _set(self, "connected_workers", connected_workers)
+        _set(self, "target_workers", target_workers)
+        _set(self, "units", units)
+        _set(self, "pending_units", pending_units)
+        _set(self, "last_target", last_target)
+        _set(self, "seconds_since_heartbeat", seconds_since_heartbeat)
+        _set(self, "worker_cost_per_hour", worker_cost_per_hour)
+        _set(self, "boot_seconds", boot_seconds)
+        _set(self, "min_workers", min_workers)
+        _set(self, "buffer_workers", buffer_workers)
+        _set(self, "waits", waits)
+        _set(self, "held", held)
 
-@dataclass(frozen=True, slots=True)
-class PendingGroup:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class PendingGroup(FrozenValue):
     """Tasks that share a capability set (the dispatcher's queue key): queued ones, why they wait, and running ones."""
 
     capabilities: Capabilities
@@ -1045,34 +1754,64 @@ class PendingGroup:
     #: feed)
     over_quota: int = 0
 
+    def __init__(
+        self,
+        capabilities: Capabilities,
+        count: int,
+        reason: str = "",
+        running: int = 0,
+        oldest_queued_seconds: float = 0.0,
+        functions: tuple[FunctionLoad, ...] = (),
+        over_quota: int = 0,
+    ) -> None:
+        _set(self, "capabilities", capabilities)
+        _set(self, "count", count)
+        _set(self, "reason", reason)
+        _set(self, "running", running)
+        _set(self, "oldest_queued_seconds", oldest_queued_seconds)
+        _set(self, "functions", functions)
+        _set(self, "over_quota", over_quota)
 
-@dataclass(frozen=True, slots=True)
-class UnitsReclaimed:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class UnitsReclaimed(FrozenValue):
     """A worker manager's provider takes units back (a spot interruption): their workers are drained at once."""
 
     unit_ids: tuple[str, ...]
     #: the time left before the units go
     notice_seconds: float
 
+    def __init__(self, unit_ids: tuple[str, ...], notice_seconds: float) -> None:
+        _set(self, "unit_ids", unit_ids)
+        _set(self, "notice_seconds", notice_seconds)
 
-@dataclass(frozen=True, slots=True)
-class JobOpen:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class JobOpen(FrozenValue):
     """A named job: the tasks it will hold, sent before them; they are not cancelled when the client leaves."""
 
     name: str
     #: in submission order
     task_ids: tuple[TaskID, ...]
 
+    def __init__(self, name: str, task_ids: tuple[TaskID, ...]) -> None:
+        _set(self, "name", name)
+        _set(self, "task_ids", task_ids)
 
-@dataclass(frozen=True, slots=True)
-class JobAttach:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class JobAttach(FrozenValue):
     name: str
     #: false: only look the job up; true: its kept results and those to come are sent here
     follow: bool = False
 
+    def __init__(self, name: str, follow: bool = False) -> None:
+        _set(self, "name", name)
+        _set(self, "follow", follow)
 
-@dataclass(frozen=True, slots=True)
-class JobReply:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class JobReply(FrozenValue):
     """The answer to JobOpen or JobAttach; after an accepted attach, the job's kept results follow as TaskResults."""
 
     name: str
@@ -1086,9 +1825,25 @@ class JobReply:
     #: the submitter's client id: its results are stored under it in object storage
     owner_id: bytes = b""
 
+    def __init__(
+        self,
+        name: str,
+        accepted: bool,
+        reason: str = "",
+        task_ids: tuple[TaskID, ...] = (),
+        state: str = "",
+        owner_id: bytes = b"",
+    ) -> None:
+        _set(self, "name", name)
+        _set(self, "accepted", accepted)
+        _set(self, "reason", reason)
+        _set(self, "task_ids", task_ids)
+        _set(self, "state", state)
+        _set(self, "owner_id", owner_id)
 
-@dataclass(frozen=True, slots=True)
-class ClientResume:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ClientResume(FrozenValue):
     """A client whose connection closed (or changed) asks for what may have been lost in it."""
 
     #: the epoch its count is of
@@ -1098,9 +1853,14 @@ class ClientResume:
     #: ids of its tasks (graph targets included) it has no answer for
     unfinished: tuple[TaskID, ...] = ()
 
+    def __init__(self, answers_epoch: int, answers_received: int, unfinished: tuple[TaskID, ...] = ()) -> None:
+        _set(self, "answers_epoch", answers_epoch)
+        _set(self, "answers_received", answers_received)
+        _set(self, "unfinished", unfinished)
 
-@dataclass(frozen=True, slots=True)
-class ClientResumed:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ClientResumed(FrozenValue):
     """The answer to ClientResume: a new answer epoch starts with it; the answers sent again follow it."""
 
     #: the new epoch (the client counts answers from here)
@@ -1110,9 +1870,16 @@ class ClientResumed:
     #: of `unfinished`, the ids it cancelled when it dropped this client (away too long)
     cancelled: tuple[TaskID, ...] = ()
 
+    def __init__(
+        self, answers_epoch: int, unknown: tuple[TaskID, ...] = (), cancelled: tuple[TaskID, ...] = ()
+    ) -> None:
+        _set(self, "answers_epoch", answers_epoch)
+        _set(self, "unknown", unknown)
+        _set(self, "cancelled", cancelled)
 
-@dataclass(frozen=True, slots=True)
-class StreamItem:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class StreamItem(FrozenValue):
     """processor -> scheduler -> client: one value a streaming task yielded (Task.streamCredit), in the order it was
     yielded. The task's TaskResult ends the stream and says how many values there were (TaskResult.streamed)."""
 
@@ -1122,43 +1889,64 @@ class StreamItem:
     payload_kind: PayloadKind
     payload: bytes
 
+    def __init__(self, task_id: TaskID, index: int, payload_kind: PayloadKind, payload: bytes) -> None:
+        _set(self, "task_id", task_id)
+        _set(self, "index", index)
+        _set(self, "payload_kind", payload_kind)
+        _set(self, "payload", payload)
 
-@dataclass(frozen=True, slots=True)
-class StreamCredit:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class StreamCredit(FrozenValue):
     """client -> scheduler -> processor: the streaming task may yield the values of index below `upTo`. Cumulative:
     a later credit replaces an earlier one; a smaller one changes nothing."""
 
     task_id: TaskID
     up_to: int
 
+    def __init__(self, task_id: TaskID, up_to: int) -> None:
+        _set(self, "task_id", task_id)
+        _set(self, "up_to", up_to)
 
-@dataclass(frozen=True, slots=True)
-class ActorReady:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ActorReady(FrozenValue):
     """processor -> scheduler, on its link: the actor's constructor returned; its instance lives in that processor."""
 
     actor_id: TaskID
     #: retired in version 4 (ActorReady comes on the link the calls are to go on); sent empty
     processor: bytes = b""
 
+    def __init__(self, actor_id: TaskID, processor: bytes = b"") -> None:
+        _set(self, "actor_id", actor_id)
+        _set(self, "processor", processor)
 
-@dataclass(frozen=True, slots=True)
-class ActorStop:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ActorStop(FrozenValue):
     """client -> scheduler: stop the actor once the calls made before this one have ended (later calls are refused)."""
 
     actor_id: TaskID
 
+    def __init__(self, actor_id: TaskID) -> None:
+        _set(self, "actor_id", actor_id)
 
-@dataclass(frozen=True, slots=True)
-class ActorLookup:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ActorLookup(FrozenValue):
     """client -> scheduler: the actor of this name, among those started by clients of this client's key."""
 
     name: str
     #: made from this task (by a client inside it): looked up in that task's client's key
     from_task: bytes = b""
 
+    def __init__(self, name: str, from_task: bytes = b"") -> None:
+        _set(self, "name", name)
+        _set(self, "from_task", from_task)
 
-@dataclass(frozen=True, slots=True)
-class ActorReply:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ActorReply(FrozenValue):
     """scheduler -> client: the answer to an ActorLookup."""
 
     name: str
@@ -1170,6 +1958,22 @@ class ActorReply:
     interface: bytes = b""
     #: why it was not found; empty when found
     reason: str = ""
+
+    def __init__(
+        self,
+        name: str,
+        found: bool,
+        actor_id: TaskID = TaskID(b""),
+        class_name: str = "",
+        interface: bytes = b"",
+        reason: str = "",
+    ) -> None:
+        _set(self, "name", name)
+        _set(self, "found", found)
+        _set(self, "actor_id", actor_id)
+        _set(self, "class_name", class_name)
+        _set(self, "interface", interface)
+        _set(self, "reason", reason)
 
 
 RoleInfo = ClientInfo | WorkerInfo | ManagerInfo | ProcessorInfo

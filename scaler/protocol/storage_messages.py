@@ -8,6 +8,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from scaler.protocol.frozen_values import FACTORY, FrozenValue
 from scaler.protocol.ids import ObjectID
 from scaler.protocol.storage_chunks import (
     CHUNK_BYTES,
@@ -64,6 +65,9 @@ __all__ = [
     "wire_pieces",
 ]
 
+#: how each `__init__` sets a field of a frozen value (as dataclasses' own does)
+_set = object.__setattr__
+
 
 class StorageStatus(enum.Enum):
     OK = "ok"
@@ -78,63 +82,86 @@ class StorageStatus(enum.Enum):
     FULL = "full"
 
 
-@dataclass(frozen=True, slots=True)
-class Get:
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class Get(FrozenValue):
     """object id"""
 
     object_id: ObjectID
 
+    def __init__(self, object_id: ObjectID) -> None:
+        _set(self, "object_id", object_id)
 
-@dataclass(frozen=True, slots=True)
-class Delete:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class Delete(FrozenValue):
     """object ids; missing ones are ignored"""
 
     object_ids: tuple[ObjectID, ...]
 
+    def __init__(self, object_ids: tuple[ObjectID, ...]) -> None:
+        _set(self, "object_ids", object_ids)
 
-@dataclass(frozen=True, slots=True)
-class Exists:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class Exists(FrozenValue):
     """object id"""
 
     object_id: ObjectID
 
-
-@dataclass(frozen=True, slots=True)
-class Info:
-    pass
+    def __init__(self, object_id: ObjectID) -> None:
+        _set(self, "object_id", object_id)
 
 
-@dataclass(frozen=True, slots=True)
-class DeleteOwner:
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class Info(FrozenValue):
+    def __init__(self) -> None:
+        pass
+
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class DeleteOwner(FrozenValue):
     """delete every object put with this owner id"""
 
     owner_id: bytes
 
+    def __init__(self, owner_id: bytes) -> None:
+        _set(self, "owner_id", owner_id)
 
-@dataclass(frozen=True, slots=True)
-class GetMapped:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class GetMapped(FrozenValue):
     """object id: a get that may be answered `mapped` (the peer maps the segment file)"""
 
     object_id: ObjectID
 
+    def __init__(self, object_id: ObjectID) -> None:
+        _set(self, "object_id", object_id)
 
-@dataclass(frozen=True, slots=True)
-class GetInParts:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class GetInParts(FrozenValue):
     """object id: a get whose bytes may come as messages of their own (StorageReply.parts), so that a reader copies
     each piece while the next ones are on their way"""
 
     object_id: ObjectID
 
+    def __init__(self, object_id: ObjectID) -> None:
+        _set(self, "object_id", object_id)
 
-@dataclass(frozen=True, slots=True)
-class StorageRequest:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class StorageRequest(FrozenValue):
     #: echoed in the reply
     request_id: int
     operation: StorageOperation
 
+    def __init__(self, request_id: int, operation: StorageOperation) -> None:
+        _set(self, "request_id", request_id)
+        _set(self, "operation", operation)
 
-@dataclass(frozen=True, slots=True)
-class HostTraffic:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class HostTraffic(FrozenValue):
     """One host's row: its cache's counts since it started."""
 
     #: the host's name
@@ -155,9 +182,31 @@ class HostTraffic:
     #: its fetches under way
     transfers: int = 0
 
+    def __init__(
+        self,
+        host: str = "",
+        address: str = "",
+        bytes_from_storage: int = 0,
+        bytes_from_hosts: int = 0,
+        bytes_to_hosts: int = 0,
+        bytes_uploaded: int = 0,
+        held_objects: int = 0,
+        held_bytes: int = 0,
+        transfers: int = 0,
+    ) -> None:
+        _set(self, "host", host)
+        _set(self, "address", address)
+        _set(self, "bytes_from_storage", bytes_from_storage)
+        _set(self, "bytes_from_hosts", bytes_from_hosts)
+        _set(self, "bytes_to_hosts", bytes_to_hosts)
+        _set(self, "bytes_uploaded", bytes_uploaded)
+        _set(self, "held_objects", held_objects)
+        _set(self, "held_bytes", held_bytes)
+        _set(self, "transfers", transfers)
 
-@dataclass(frozen=True, slots=True)
-class Transfer:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class Transfer(FrozenValue):
     """An object on its way to a host."""
 
     object_id: ObjectID = ObjectID(b"")  # noqa: RUF009 - an immutable value
@@ -171,9 +220,25 @@ class Transfer:
     #: since it began
     seconds: float = 0.0
 
+    def __init__(
+        self,
+        object_id: ObjectID = ObjectID(b""),
+        to: str = "",
+        source: str = "",
+        done_bytes: int = 0,
+        total_bytes: int = 0,
+        seconds: float = 0.0,
+    ) -> None:
+        _set(self, "object_id", object_id)
+        _set(self, "to", to)
+        _set(self, "source", source)
+        _set(self, "done_bytes", done_bytes)
+        _set(self, "total_bytes", total_bytes)
+        _set(self, "seconds", seconds)
 
-@dataclass(frozen=True, slots=True)
-class HostReport:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class HostReport(FrozenValue):
     """What a host cache holds and has moved since it started (docs/monitoring.md, "Where bytes live and move")."""
 
     #: its row; `address` and `transfers` are the server's to fill (empty here)
@@ -184,9 +249,16 @@ class HostReport:
     #: the storage server)
     transfers: tuple[Transfer, ...] = ()
 
+    def __init__(
+        self, counts: HostTraffic = FACTORY, copies: tuple[bytes, ...] = (), transfers: tuple[Transfer, ...] = ()
+    ) -> None:
+        _set(self, "counts", HostTraffic() if counts is FACTORY else counts)
+        _set(self, "copies", copies)
+        _set(self, "transfers", transfers)
 
-@dataclass(frozen=True, slots=True)
-class ObjectCopies:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ObjectCopies(FrozenValue):
     """One large object: its copies out of the storage server and on the hosts."""
 
     object_id: ObjectID = ObjectID(b"")  # noqa: RUF009 - an immutable value
@@ -201,9 +273,25 @@ class ObjectCopies:
     #: host caches fetching it now
     fetching: int = 0
 
+    def __init__(
+        self,
+        object_id: ObjectID = ObjectID(b""),
+        name: str = "",
+        total_bytes: int = 0,
+        copies_sent: int = 0,
+        hosts: int = 0,
+        fetching: int = 0,
+    ) -> None:
+        _set(self, "object_id", object_id)
+        _set(self, "name", name)
+        _set(self, "total_bytes", total_bytes)
+        _set(self, "copies_sent", copies_sent)
+        _set(self, "hosts", hosts)
+        _set(self, "fetching", fetching)
 
-@dataclass(frozen=True, slots=True)
-class StorageTraffic:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class StorageTraffic(FrozenValue):
     """Where a storage server's objects live and move: its own counts, and what its host caches report, bounded
     however many hosts there are (docs/monitoring.md, "Where bytes live and move")."""
 
@@ -228,26 +316,58 @@ class StorageTraffic:
     #: the bytes every transfer under way has to go
     transfer_bytes_left: int = 0
 
+    def __init__(
+        self,
+        bytes_sent: int = 0,
+        bytes_sent_to_caches: int = 0,
+        bytes_received: int = 0,
+        host_count: int = 0,
+        hosts: tuple[HostTraffic, ...] = (),
+        other_hosts: HostTraffic = FACTORY,
+        objects: tuple[ObjectCopies, ...] = (),
+        transfers: tuple[Transfer, ...] = (),
+        transfer_count: int = 0,
+        transfer_bytes_left: int = 0,
+    ) -> None:
+        _set(self, "bytes_sent", bytes_sent)
+        _set(self, "bytes_sent_to_caches", bytes_sent_to_caches)
+        _set(self, "bytes_received", bytes_received)
+        _set(self, "host_count", host_count)
+        _set(self, "hosts", hosts)
+        _set(self, "other_hosts", HostTraffic() if other_hosts is FACTORY else other_hosts)
+        _set(self, "objects", objects)
+        _set(self, "transfers", transfers)
+        _set(self, "transfer_count", transfer_count)
+        _set(self, "transfer_bytes_left", transfer_bytes_left)
 
-@dataclass(frozen=True, slots=True)
-class SourceRequest:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class SourceRequest(FrozenValue):
     object_id: ObjectID = ObjectID(b"")  # noqa: RUF009 - an immutable value
     #: the address of a source the asker could not fetch it from (said once in its log), which is not named
     #: again; empty: none
     failed: str = ""
 
+    def __init__(self, object_id: ObjectID = ObjectID(b""), failed: str = "") -> None:
+        _set(self, "object_id", object_id)
+        _set(self, "failed", failed)
 
-@dataclass(frozen=True, slots=True)
-class ObjectSource:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ObjectSource(FrozenValue):
     #: a host cache that holds the object or is fetching it; empty: fetch it from this server
     address: str = ""
     #: BLAKE2b (16 bytes) of each piece of the object as getInParts cuts it (its frames, those over 1 MiB in
     #: pieces of 1 MiB): the asker checks what the source sends
     piece_digests: tuple[bytes, ...] = ()
 
+    def __init__(self, address: str = "", piece_digests: tuple[bytes, ...] = ()) -> None:
+        _set(self, "address", address)
+        _set(self, "piece_digests", piece_digests)
 
-@dataclass(frozen=True, slots=True)
-class WriteBegin:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class WriteBegin(FrozenValue):
     object_id: ObjectID
     #: the client that owns the object; empty for none
     owner_id: bytes
@@ -260,18 +380,39 @@ class WriteBegin:
     #: optional, for monitoring
     name: str = ""
 
+    def __init__(
+        self,
+        object_id: ObjectID,
+        owner_id: bytes,
+        file_name: str,
+        total_bytes: int,
+        frame_bytes: tuple[int, ...],
+        name: str = "",
+    ) -> None:
+        _set(self, "object_id", object_id)
+        _set(self, "owner_id", owner_id)
+        _set(self, "file_name", file_name)
+        _set(self, "total_bytes", total_bytes)
+        _set(self, "frame_bytes", frame_bytes)
+        _set(self, "name", name)
 
-@dataclass(frozen=True, slots=True)
-class WriteProgress:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class WriteProgress(FrozenValue):
     object_id: ObjectID
     #: the payload bytes written so far: the first ones of the frames, in order
     written_bytes: int
     #: non-empty: the writer gave up (why); the object will not be stored
     failed: str = ""
 
+    def __init__(self, object_id: ObjectID, written_bytes: int, failed: str = "") -> None:
+        _set(self, "object_id", object_id)
+        _set(self, "written_bytes", written_bytes)
+        _set(self, "failed", failed)
 
-@dataclass(frozen=True, slots=True)
-class StorageHello:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class StorageHello(FrozenValue):
     protocol_version: int
     python_version: str
     #: "client", "worker", "processor", "scheduler", ... (what it may do depends on it)
@@ -281,9 +422,18 @@ class StorageHello:
     #: a host cache's: where the caches of other hosts reach it (role "cache"); empty: none
     cache_address: str = ""
 
+    def __init__(
+        self, protocol_version: int, python_version: str, role: str, owner_id: bytes = b"", cache_address: str = ""
+    ) -> None:
+        _set(self, "protocol_version", protocol_version)
+        _set(self, "python_version", python_version)
+        _set(self, "role", role)
+        _set(self, "owner_id", owner_id)
+        _set(self, "cache_address", cache_address)
 
-@dataclass(frozen=True, slots=True)
-class Adopt:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class Adopt(FrozenValue):
     object_id: ObjectID
     #: the client that owns the object; empty for none
     owner_id: bytes
@@ -294,27 +444,44 @@ class Adopt:
     #: optional, for monitoring
     name: str = ""
 
+    def __init__(self, object_id: ObjectID, owner_id: bytes, file_name: str, total_bytes: int, name: str = "") -> None:
+        _set(self, "object_id", object_id)
+        _set(self, "owner_id", owner_id)
+        _set(self, "file_name", file_name)
+        _set(self, "total_bytes", total_bytes)
+        _set(self, "name", name)
 
-@dataclass(frozen=True, slots=True)
-class AdoptMany:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class AdoptMany(FrozenValue):
     adopts: tuple[Adopt, ...]
 
+    def __init__(self, adopts: tuple[Adopt, ...]) -> None:
+        _set(self, "adopts", adopts)
 
-@dataclass(frozen=True, slots=True)
-class AdoptOutcomes:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class AdoptOutcomes(FrozenValue):
     outcomes: tuple[AdoptOutcome, ...]
 
+    def __init__(self, outcomes: tuple[AdoptOutcome, ...]) -> None:
+        _set(self, "outcomes", outcomes)
 
-@dataclass(frozen=True, slots=True)
-class AdoptOutcome:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class AdoptOutcome(FrozenValue):
     #: what `adopt` of this one alone would have answered
     status: StorageStatus
     #: why, when it is not ok
     reason: str = ""
 
+    def __init__(self, status: StorageStatus, reason: str = "") -> None:
+        _set(self, "status", status)
+        _set(self, "reason", reason)
 
-@dataclass(frozen=True, slots=True)
-class Put:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class Put(FrozenValue):
     object_id: ObjectID
     #: the client that owns the object; empty for none
     owner_id: bytes
@@ -326,23 +493,38 @@ class Put:
     #: over 1 MiB in pieces): the server joins them again; empty: the payload frames are the object's frames
     frame_bytes: tuple[int, ...] = ()
 
+    def __init__(
+        self, object_id: ObjectID, owner_id: bytes, total_bytes: int, name: str = "", frame_bytes: tuple[int, ...] = ()
+    ) -> None:
+        _set(self, "object_id", object_id)
+        _set(self, "owner_id", owner_id)
+        _set(self, "total_bytes", total_bytes)
+        _set(self, "name", name)
+        _set(self, "frame_bytes", frame_bytes)
 
-@dataclass(frozen=True, slots=True)
-class ObjectSize:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class ObjectSize(FrozenValue):
     """get: total bytes of the payload frames that follow"""
 
     total_bytes: int
 
+    def __init__(self, total_bytes: int) -> None:
+        _set(self, "total_bytes", total_bytes)
 
-@dataclass(frozen=True, slots=True)
-class MappedSize:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class MappedSize(FrozenValue):
     """getMapped: the object is the segment file named after its id; total payload bytes"""
 
     total_bytes: int
 
+    def __init__(self, total_bytes: int) -> None:
+        _set(self, "total_bytes", total_bytes)
 
-@dataclass(frozen=True, slots=True)
-class StorageReply:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class StorageReply(FrozenValue):
     request_id: int
     status: StorageStatus
     reason: str = ""
@@ -356,9 +538,25 @@ class StorageReply:
     #: header, as a get's does
     parts: int = 0
 
+    def __init__(
+        self,
+        request_id: int,
+        status: StorageStatus,
+        reason: str = "",
+        value: ReplyValue = None,
+        frame_bytes: tuple[int, ...] = (),
+        parts: int = 0,
+    ) -> None:
+        _set(self, "request_id", request_id)
+        _set(self, "status", status)
+        _set(self, "reason", reason)
+        _set(self, "value", value)
+        _set(self, "frame_bytes", frame_bytes)
+        _set(self, "parts", parts)
 
-@dataclass(frozen=True, slots=True)
-class SegmentDirectory:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class SegmentDirectory(FrozenValue):
     #: absolute path of the directory on the server's host
     path: str
     #: the host's /proc/sys/kernel/random/boot_id
@@ -373,14 +571,32 @@ class SegmentDirectory:
     #: is answered once the other server holds the object too)
     host_cache: bool = False
 
+    def __init__(
+        self, path: str, boot_id: str, device: int, inode: int, shared_memory: bool, host_cache: bool = False
+    ) -> None:
+        _set(self, "path", path)
+        _set(self, "boot_id", boot_id)
+        _set(self, "device", device)
+        _set(self, "inode", inode)
+        _set(self, "shared_memory", shared_memory)
+        _set(self, "host_cache", host_cache)
 
-@dataclass(frozen=True, slots=True)
-class StorageInfo:
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
+class StorageInfo(FrozenValue):
     object_count: int
     total_bytes: int
     owner_count: int
     #: where its objects live and move (version 6 and on; zeros from a host cache)
     traffic: StorageTraffic = field(default_factory=StorageTraffic)
+
+    def __init__(
+        self, object_count: int, total_bytes: int, owner_count: int, traffic: StorageTraffic = FACTORY
+    ) -> None:
+        _set(self, "object_count", object_count)
+        _set(self, "total_bytes", total_bytes)
+        _set(self, "owner_count", owner_count)
+        _set(self, "traffic", StorageTraffic() if traffic is FACTORY else traffic)
 
 
 StorageOperation = (

@@ -3,6 +3,7 @@ structs module, laid out as `ruff format` lays them out."""
 
 from __future__ import annotations
 
+import ast
 import re
 import textwrap
 
@@ -83,20 +84,54 @@ def _enum(enum: PyEnum) -> list[str]:
 
 
 def _class(py: PyClass) -> list[str]:
-    lines = ["@dataclass(frozen=True, slots=True)", f"class {py.name}{f'({py.base})' if py.base else ''}:"]
+    """A frozen slotted dataclass whose `__init__` is written out here and whose `__eq__`, `__hash__` and `__repr__`
+    are `FrozenValue`'s: dataclasses compiles only its `__setattr__` and `__delattr__` at import."""
+    bases = f"{py.base}, FrozenValue" if py.base else "FrozenValue"
+    lines = ["@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)", f"class {py.name}({bases}):"]
     body: list[str] = []
-    for attribute in [*py.attributes, *py.extras]:
+    attributes = [*py.attributes, *py.extras]
+    for attribute in attributes:
         body += _attribute(attribute)
+    if body:
+        body.append("")
+    body += _init(attributes)
     for name, type_, doc, expression in py.properties:
         body += ["", "    @property", f"    def {name}(self) -> {type_}:", *docstring(doc, 8)]
         body.append(f"        return {expression}")
     if py.doc:
-        lines += docstring(py.doc, 4)
-        if body:
-            lines.append("")
-    if not body and not py.doc:
-        body = ["    pass"]
+        lines += [*docstring(py.doc, 4), ""]
     return lines + body
+
+
+def _init(attributes: list[Attribute]) -> list[str]:
+    """The `__init__` dataclasses would compile: the same parameters, defaults and default factories (a parameter
+    whose field has a factory defaults to `FACTORY`), each field set once."""
+    parameters, sets = ["self"], []
+    for attribute in attributes:
+        default, factory, init = _field_default(attribute.default)
+        value = attribute.name
+        if not init:
+            sets.append(f'        _set(self, "{attribute.name}", {default})')
+            continue
+        if factory is not None:
+            parameters.append(f"{attribute.name}: {attribute.annotation} = FACTORY")
+            value = f"{factory}() if {attribute.name} is FACTORY else {attribute.name}"
+        elif default is not None:
+            parameters.append(f"{attribute.name}: {attribute.annotation} = {default}")
+        else:
+            parameters.append(f"{attribute.name}: {attribute.annotation}")
+        sets.append(f'        _set(self, "{attribute.name}", {value})')
+    return [*call("def __init__(", parameters, 4, ") -> None:"), *(sets or ["        pass"])]
+
+
+def _field_default(default: str | None) -> tuple[str | None, str | None, bool]:
+    """A field's default expression, its default factory's, and whether `__init__` takes it."""
+    if default is None or not default.startswith("field("):
+        return default, None, True
+    tree = ast.parse(default, mode="eval").body
+    assert isinstance(tree, ast.Call), default
+    keywords = {keyword.arg: ast.get_source_segment(default, keyword.value) for keyword in tree.keywords}
+    return keywords.get("default"), keywords.get("default_factory"), keywords.get("init") != "False"
 
 
 def _import(module: str, names: list[str]) -> list[str]:
@@ -128,6 +163,12 @@ def values_module(module: Module, doc: str, extras_module: str, extras: list[str
     lines.append("")
     lines += _imports(module, ids, extras_module, extras)
     lines += ["", *sequence("__all__ = [", [f'"{name}"' for name in sorted({*public, *extras}, key=_isort)], "]")]
+    if module.classes:
+        lines += [
+            "",
+            "#: how each `__init__` sets a field of a frozen value (as dataclasses' own does)",
+            "_set = object.__setattr__",
+        ]
     for name, value, doc in module.constants:
         lines += ["", *comment(doc, 0), f"{name} = {value}"]
     for enum in module.enums:
@@ -161,6 +202,9 @@ def _imports(module: Module, ids: list[str], extras_module: str, extras: list[st
     if ids:
         imports["scaler.protocol.ids"] = ids
     imports[extras_module] = extras
+    if module.classes:
+        factories = any(_field_default(a.default)[1] for py in module.classes for a in [*py.attributes, *py.extras])
+        imports["scaler.protocol.frozen_values"] = ["FACTORY", "FrozenValue"] if factories else ["FrozenValue"]
     return [line for imported in sorted(imports) for line in _import(imported, imports[imported])]
 
 
