@@ -531,6 +531,13 @@ def adopt_segments(store: ObjectStore, directory: str, scan: SegmentScan) -> int
     return found
 
 
+def close_disk_worker(disk: DiskWorker, store: ObjectStore) -> None:
+    """A stopping server's file work: the removals that waited for reads queued, then the worker closed, writing the
+    queued spill files of the objects still stored that only this server holds (DiskWorker.close)."""
+    disk.run(store.abandon_reads())
+    disk.close(store.spills_under_way())
+
+
 def _make_shell(
     loop: asyncio.AbstractEventLoop,
     store: ObjectStore,
@@ -620,8 +627,7 @@ async def serve(
         if shell is not None and shell.cache is not None:
             shell.cache.close()
         if shell is not None and shell.disk is not None:
-            shell.disk.run(shell.service.store.abandon_reads())
-            shell.disk.close()
+            close_disk_worker(shell.disk, shell.service.store)
         if lock is not None:
             os.close(lock)
         if segments is not None:  # objects in memory go with a server that stops (those spilled stay on disk)
