@@ -11,10 +11,13 @@ What touches the segment files that readers find by name (placing a written file
 one) is done at once on the event loop, in the order the store decided it (`carry_out_at_once`): cheap calls (a
 rename, an unlink), and doing them in order is what keeps a segment file's name naming the current object.
 
-At close, the write under way finishes and the writes still queued are dropped (their puts were not answered), but
-the removals still queued are carried out: an object whose delete was answered must not be found again by the next
-server in the directory. (A server killed with SIGKILL cannot do this; its successor may find objects deleted in
-its last moments.)
+At close, the write under way finishes and the writes of puts still queued are dropped (their puts were not answered:
+their clients send them again, frames and all), but the removals still queued are carried out: an object whose delete
+was answered must not be found again by the next server in the directory. (A server killed with SIGKILL cannot do
+this; its successor may find objects deleted in its last moments.) The queued writes of objects held as segment files
+(an adopt's file, or one taken at start) are carried out too, for the objects the store still holds: their bytes are
+in the server's segment directory only, which a server that stops removes, so an adopter that sends its adopt again
+would have nothing to send.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import asyncio
 import functools
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -89,6 +92,8 @@ class DiskWorker:
         self._reads = ThreadPoolExecutor(2, thread_name_prefix="storage-spill-read")
         self._segment_writes = ThreadPoolExecutor(1, thread_name_prefix="storage-segment-write")
         self._closing = False  #: set by close: queued writes are skipped, and nothing is reported any more
+        #: set by close: the (object id, generation) of the queued spill writes from segment files still carried out
+        self._kept: frozenset[tuple[bytes, int]] = frozenset()
 
     def run(self, work: Sequence[DiskWork]) -> None:
         """Hand the work that runs on threads to them (`carry_out_at_once` does the rest)."""
@@ -155,9 +160,11 @@ class DiskWorker:
             return f"adopt of object {item.object_id.hex()}: {where}: {_reason(error)}"
         return None
 
-    def close(self) -> None:
-        """Finish the write under way and the removals queued, skip the writes queued (a put not yet answered may
-        be lost, as in a crash; never torn), and stop."""
+    def close(self, still_stored: Collection[tuple[bytes, int]] = ()) -> None:
+        """Finish the write under way and the removals queued, skip the writes of puts queued (a put not yet answered
+        may be lost, as in a crash; never torn), carry out the writes queued from segment files of the objects
+        `still_stored` ((object id, generation): their bytes are nowhere else), and stop."""
+        self._kept = frozenset(still_stored)  # before closing: the write thread reads it once it sees the flag
         self._closing = True
         self._writes.shutdown(wait=True)
         self._reads.shutdown(wait=True, cancel_futures=True)
@@ -177,7 +184,7 @@ class DiskWorker:
 
     def _write(self, item: WriteFile, buffers: list[memoryview]) -> None:
         assert self.directory is not None
-        if not self._closing:
+        if not self._closing or (item.frames is None and (item.object_id, item.generation) in self._kept):
             write_object_file(self.directory, item.object_id, item.generation, item.owner_id, item.name, buffers)
 
     def _write_done(self, item: WriteFile, done: asyncio.Future[None]) -> None:

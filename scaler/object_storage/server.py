@@ -48,7 +48,7 @@ from scaler.object_storage.segment_files import (
     scan_segment_directory,
     segment_path,
 )
-from scaler.object_storage.segment_reaper import Reaper, start_reaper
+from scaler.object_storage.segment_reaper import Reaper, keeps_unspilled, start_reaper
 from scaler.object_storage.service import Reply, StorageAnswer, StorageService, bad_request
 from scaler.object_storage.spill_files import SpillDirectoryError, lock_spill_directory, scan_spill_directory
 from scaler.object_storage.store import IMMEDIATE_WORK, AdoptSegment, ObjectStore, PayloadBuffer
@@ -531,6 +531,13 @@ def adopt_segments(store: ObjectStore, directory: str, scan: SegmentScan) -> int
     return found
 
 
+def close_disk_worker(disk: DiskWorker, store: ObjectStore) -> None:
+    """A stopping server's file work: the removals that waited for reads queued, then the worker closed, writing the
+    queued spill files of the objects still stored that only this server holds (DiskWorker.close)."""
+    disk.run(store.abandon_reads())
+    disk.close(store.spills_under_way())
+
+
 def _make_shell(
     loop: asyncio.AbstractEventLoop,
     store: ObjectStore,
@@ -586,6 +593,7 @@ async def serve(
     sockets = sockets if sockets is not None else SocketFactory()
     roles = sockets.security.peer_roles() if sockets.security is not None else None
     lock: int | None = None
+    directory: str | None = None
     segments: tuple[str, int, SegmentDirectory, list[FoundPut]] | None = None
     reaper: Reaper | None = None
     shell: _ServerShell | None = None
@@ -595,7 +603,8 @@ async def serve(
         sock = _bind(sockets, config.bind_address)
         endpoint = bound_endpoint(sock)
         segments = _open_segments(config, endpoint, store)
-        reaper = start_reaper(segments[0]) if segments is not None else None  # removes it if this process is killed
+        # removes it if this process is killed (keeping what no spill file has)
+        reaper = start_reaper(segments[0], directory) if segments is not None else None
         advertised = endpoint if upstream is not None and upstream.peers else ""
         shell = _make_shell(loop, store, directory, segments, roles, upstream, advertised)
         shell.socket = AsyncSocket(loop, sock, shell.on_message, copy=False)
@@ -620,12 +629,14 @@ async def serve(
         if shell is not None and shell.cache is not None:
             shell.cache.close()
         if shell is not None and shell.disk is not None:
-            shell.disk.run(shell.service.store.abandon_reads())
-            shell.disk.close()
+            close_disk_worker(shell.disk, shell.service.store)
         if lock is not None:
             os.close(lock)
         if segments is not None:  # objects in memory go with a server that stops (those spilled stay on disk)
-            segment_directory.remove_directory(segments[0])
+            # with a spill directory, what no spill file has stays for the next server: a peer's file whose adopt is
+            # on its way (segment_reaper.py)
+            if directory is None or not keeps_unspilled(segments[0], directory):
+                segment_directory.remove_directory(segments[0])
             os.close(segments[1])
         if reaper is not None:
             reaper.release()

@@ -540,6 +540,17 @@ class ObjectStore:
         self._evictable[object_id] = None
         self._evict()
 
+    def spills_under_way(self) -> frozenset[tuple[bytes, int]]:
+        """The server stops: the (object id, generation) of the objects still stored whose spill files are being
+        written (not those of objects deleted or replaced since)."""
+        return frozenset(
+            (object_id, generation)
+            for object_id, generation in self._writes_under_way
+            if (stored := self._objects.get(object_id)) is not None
+            and stored.generation == generation
+            and stored.residence is Residence.WRITING
+        )
+
     def abandon_reads(self) -> list[RemoveFile]:
         """The server stops: the reads under way will not be reported. Returns the removals that waited for them
         (of objects deleted or replaced meanwhile), which must still be done."""
