@@ -12,8 +12,7 @@ logged either way (a warning for the fallback, naming both sizes and the setting
 silent. A segment that does not fit any more at run time (the tmpfs filled) is kept in the server's memory instead.
 
 **Lifetime.** The server holds an exclusive `flock` on `.lock` while it runs (the pid inside), touches it every
-statistics interval, and removes the directory when it stops (with a spill directory, but for the files no
-spill file has: segment_reaper.py). A server that was killed cannot: its reaper
+statistics interval, and removes the directory when it stops. A server that was killed cannot: its reaper
 (segment_reaper.py, a process of its own session that waits for the server's end) removes the directory unless a
 successor at the same address takes it over within 5 seconds (a scheduler restarting its storage: the objects
 survive the crash); with a spill directory it leaves the files of objects no spill file has, for a later successor

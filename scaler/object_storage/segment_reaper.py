@@ -1,7 +1,6 @@
 """The segment directory's reaper: a small process that removes the directory when its server dies, even by SIGKILL.
 
-A server that stops removes its segment directory itself (server.serve; with a spill directory it leaves
-in it what no spill file has, as the reaper does below). One that is killed cannot, and its files
+A server that stops removes its segment directory itself (server.serve). One that is killed cannot, and its files
 are memory (/dev/shm) that nothing else frees. So the server starts this process next to it (`start_reaper`), in a
 session of its own (a kill of the server's process group spares it), with the read end of a pipe whose write end only
 the server holds. The pipe's end of file says that the server is gone, however it went. The reaper then gives a
@@ -125,7 +124,7 @@ def reap(directory: str, server_pid: int = 0, grace_seconds: float = 0.0, spill_
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             return False  # a successor at the same address has adopted it
-        if spill_directory is not None and keeps_unspilled(directory, spill_directory):
+        if spill_directory is not None and _keeps_unspilled(directory, spill_directory):
             return False
         aside = f"{directory}.reaped-{os.getpid()}"
         try:
@@ -138,10 +137,10 @@ def reap(directory: str, server_pid: int = 0, grace_seconds: float = 0.0, spill_
     return True
 
 
-def keeps_unspilled(directory: str, spill_directory: str) -> bool:
-    """Under the directory's lock (the reaper's, or a stopping server's): remove the files a successor would drop
-    (segment files of objects a spill file has, temporary files); returns whether files are left that no spill file
-    has (False when the spill directory cannot be read: the directory goes whole, as without one)."""
+def _keeps_unspilled(directory: str, spill_directory: str) -> bool:
+    """Under the directory's lock: remove the files a successor would drop (segment files of objects a spill file has,
+    temporary files); returns whether files are left that no spill file has (False when the spill directory cannot be
+    read: the directory goes whole, as without one)."""
     try:
         spilled = {name.split(".", 1)[0] for name in os.listdir(spill_directory) if name.endswith(OBJECT_SUFFIX)}
     except OSError:

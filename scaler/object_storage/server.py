@@ -48,7 +48,7 @@ from scaler.object_storage.segment_files import (
     scan_segment_directory,
     segment_path,
 )
-from scaler.object_storage.segment_reaper import Reaper, keeps_unspilled, start_reaper
+from scaler.object_storage.segment_reaper import Reaper, start_reaper
 from scaler.object_storage.service import Reply, StorageAnswer, StorageService, bad_request
 from scaler.object_storage.spill_files import SpillDirectoryError, lock_spill_directory, scan_spill_directory
 from scaler.object_storage.store import IMMEDIATE_WORK, AdoptSegment, ObjectStore, PayloadBuffer
@@ -593,7 +593,6 @@ async def serve(
     sockets = sockets if sockets is not None else SocketFactory()
     roles = sockets.security.peer_roles() if sockets.security is not None else None
     lock: int | None = None
-    directory: str | None = None
     segments: tuple[str, int, SegmentDirectory, list[FoundPut]] | None = None
     reaper: Reaper | None = None
     shell: _ServerShell | None = None
@@ -633,10 +632,7 @@ async def serve(
         if lock is not None:
             os.close(lock)
         if segments is not None:  # objects in memory go with a server that stops (those spilled stay on disk)
-            # with a spill directory, what no spill file has stays for the next server: a peer's file whose adopt is
-            # on its way (segment_reaper.py)
-            if directory is None or not keeps_unspilled(segments[0], directory):
-                segment_directory.remove_directory(segments[0])
+            segment_directory.remove_directory(segments[0])
             os.close(segments[1])
         if reaper is not None:
             reaper.release()
