@@ -17,7 +17,7 @@ result its readers were told of, a client's argument), a file a peer wrote for a
 heard). Their writers send their adopts again to the server there next, whenever it comes, and cannot send the bytes.
 So past the grace the reaper removes, under the lock, only what a successor would drop (the segment files of objects a
 spill file has: the spill files are the truth; temporary files), and leaves the directory holding the others, for a
-successor at the same address that comes later to take over, or for the sweep of stale directories (a server
+successor at the same address to take over however late it comes, or for the sweep of stale directories (a server
 starting on the host removes it once it was untouched for 5 minutes). Without such files it goes whole.
 
 The reaper imports nothing but the standard library: it is started with `python -m
