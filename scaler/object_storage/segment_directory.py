@@ -15,8 +15,7 @@ silent. A segment that does not fit any more at run time (the tmpfs filled) is k
 statistics interval, and removes the directory when it stops. A server that was killed cannot: its reaper
 (segment_reaper.py, a process of its own session that waits for the server's end) removes the directory unless a
 successor at the same address takes it over within 5 seconds (a scheduler restarting its storage: the objects
-survive the crash); with a spill directory it leaves the files of objects no spill file has, for a successor however
-late (segment_reaper.py). Without a reaper (it could not start, or SCALER_SEGMENT_REAPER=0),
+survive the crash). Without a reaper (it could not start, or SCALER_SEGMENT_REAPER=0),
 or when the reaper was killed with the server, the next server at the same address adopts its files (`.boot` names
 the boot they were written in: files of another boot are discarded, since a disk-backed fallback may hold files torn
 by a crash of the machine), and any server that starts removes the directories of its user in its parent whose lock

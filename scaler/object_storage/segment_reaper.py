@@ -11,18 +11,8 @@ waiting: held, a successor has it and the reaper leaves it; free, it renames the
 starting now makes a fresh one) and removes it. Objects nobody adopted are gone with their server, as they always
 were; with a spill directory they are on disk, and a server started again later reads them from there.
 
-Except what no spill file has. With a spill directory (given to the reaper), the files of objects not on disk yet are
-what the server was storing when it died: an adopt's file renamed into place whose spill file was being written (a
-result its readers were told of, a client's argument), a file a peer wrote for adoption (`.put`, its adopt not yet
-heard). Their writers send their adopts again to the server there next, whenever it comes, and cannot send the bytes.
-So past the grace the reaper removes, under the lock, only what a successor would drop (the segment files of objects a
-spill file has: the spill files are the truth; temporary files), and leaves the directory holding the others, for a
-successor at the same address to take over however late it comes, or for the sweep of stale directories (a server
-starting on the host removes it once it was untouched for 5 minutes). Without such files it goes whole.
-
 The reaper imports nothing but the standard library: it is started with `python -m
-scaler.object_storage.segment_reaper DIRECTORY SERVER_PID [SPILL_DIRECTORY]` and costs one small idle process per
-server.
+scaler.object_storage.segment_reaper DIRECTORY SERVER_PID` and costs one small idle process per server.
 """
 
 from __future__ import annotations
@@ -38,9 +28,6 @@ import time
 logger = logging.getLogger(__name__)
 
 LOCK_FILE = ".lock"  #: segment_directory.LOCK_FILE (not imported: the reaper stays a standard-library process)
-#: segment_files' suffixes: an object's file (a segment file `<stem>.obj`, a spill file `<stem>.<generation>.obj`), a
-#: file a peer wrote for adoption
-OBJECT_SUFFIX, PUT_SUFFIX = ".obj", ".put"
 #: Set to "0" to start no reaper (a server killed then leaves its directory for the next server at its address, or
 #: for the sweep of stale directories); for tests that show what the reaper does.
 ENVIRONMENT_SWITCH = "SCALER_SEGMENT_REAPER"
@@ -70,17 +57,15 @@ class Reaper:
             logger.warning("the segment directory's reaper (pid %d) did not exit; it is left running", self.process.pid)
 
 
-def start_reaper(directory: str, spill_directory: str | None = None) -> Reaper | None:
-    """Start the reaper of `directory` (of a server with `spill_directory`, if any); None (logged) when it cannot be
-    started or is switched off."""
+def start_reaper(directory: str) -> Reaper | None:
+    """Start the reaper of `directory`; None (logged) when it cannot be started or is switched off."""
     if os.environ.get(ENVIRONMENT_SWITCH, "1") == "0":
         logger.info("no reaper for %s (%s=0): a killed server leaves it behind", directory, ENVIRONMENT_SWITCH)
         return None
     read_end, write_end = os.pipe()
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "scaler.object_storage.segment_reaper", directory, str(os.getpid()),
-             *([spill_directory] if spill_directory is not None else [])],
+            [sys.executable, "-m", "scaler.object_storage.segment_reaper", directory, str(os.getpid())],
             stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             close_fds=True,
         )  # fmt: skip
@@ -106,10 +91,9 @@ def taken_over(directory: str, server_pid: int) -> bool:
     return bool(written) and written != str(server_pid).encode()
 
 
-def reap(directory: str, server_pid: int = 0, grace_seconds: float = 0.0, spill_directory: str | None = None) -> bool:
+def reap(directory: str, server_pid: int = 0, grace_seconds: float = 0.0) -> bool:
     """Remove `directory` unless a server takes it over within `grace_seconds` or holds its lock; returns whether it
-    was removed. With the server's `spill_directory`, the files no spill file has are left in it, and only the rest
-    removed (module docstring)."""
+    was removed."""
     deadline = time.monotonic() + grace_seconds
     while time.monotonic() < deadline:
         if taken_over(directory, server_pid):
@@ -124,8 +108,6 @@ def reap(directory: str, server_pid: int = 0, grace_seconds: float = 0.0, spill_
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             return False  # a successor at the same address has adopted it
-        if spill_directory is not None and _keeps_unspilled(directory, spill_directory):
-            return False
         aside = f"{directory}.reaped-{os.getpid()}"
         try:
             os.rename(directory, aside)
@@ -137,32 +119,8 @@ def reap(directory: str, server_pid: int = 0, grace_seconds: float = 0.0, spill_
     return True
 
 
-def _keeps_unspilled(directory: str, spill_directory: str) -> bool:
-    """Under the directory's lock: remove the files a successor would drop (segment files of objects a spill file has,
-    temporary files); returns whether files are left that no spill file has (False when the spill directory cannot be
-    read: the directory goes whole, as without one)."""
-    try:
-        spilled = {name.split(".", 1)[0] for name in os.listdir(spill_directory) if name.endswith(OBJECT_SUFFIX)}
-    except OSError:
-        return False
-    kept = False
-    for entry in os.scandir(directory):
-        if entry.name.startswith(".") or not entry.is_file(follow_symlinks=False):
-            continue  # the lock and boot files
-        stem, _, rest = entry.name.partition(".")
-        if entry.name.endswith(PUT_SUFFIX) or (rest == OBJECT_SUFFIX[1:] and stem not in spilled):
-            kept = True
-            continue
-        try:
-            os.unlink(entry.path)
-        except OSError:
-            pass
-    return kept
-
-
 def main() -> None:
     directory, server_pid = sys.argv[1], int(sys.argv[2])
-    spill_directory = sys.argv[3] if len(sys.argv) > 3 else None
     while True:  # wait for the end of file: the server is gone
         try:
             if not os.read(0, 4096):
@@ -171,7 +129,7 @@ def main() -> None:
             continue
         except OSError:
             break
-    reap(directory, server_pid, RESTART_GRACE_SECONDS, spill_directory)
+    reap(directory, server_pid, RESTART_GRACE_SECONDS)
 
 
 if __name__ == "__main__":

@@ -602,8 +602,7 @@ async def serve(
         sock = _bind(sockets, config.bind_address)
         endpoint = bound_endpoint(sock)
         segments = _open_segments(config, endpoint, store)
-        # removes it if this process is killed (keeping what no spill file has)
-        reaper = start_reaper(segments[0], directory) if segments is not None else None
+        reaper = start_reaper(segments[0]) if segments is not None else None  # removes it if this process is killed
         advertised = endpoint if upstream is not None and upstream.peers else ""
         shell = _make_shell(loop, store, directory, segments, roles, upstream, advertised)
         shell.socket = AsyncSocket(loop, sock, shell.on_message, copy=False)
