@@ -3,21 +3,28 @@ their Python caches the bytecode of what it imports whatever the test session's 
 
 Checked by switching each off: with `NO_COMPILE` empty, or spelled `PIP_NO_COMPILE=1` (which pip reads as "compile"),
 the install leaves `.pyc` files and the first test fails; with PYTHONDONTWRITEBYTECODE left in the reader's
-environment, the import leaves none and the second fails.
+environment, the import leaves none and the second fails. And a reader's environment starts with its flavour's pip and
+nothing else: with the bundled one, what `python -m venv` puts in it (ensurepip's wheels, which uv installs: the third
+test fails if they are not all there, or if the current pip's environment is seeded in their place); with the current
+one, the same with its pip upgraded (the fourth fails if the upgrade is dropped, or if uv's seeding of a current
+pip, which adds wheel and packaging, makes it).
 """
 
 from __future__ import annotations
 
 import base64
+import ensurepip
 import hashlib
+import json
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
-from tests.docs.readers import Reader
+from tests.docs.readers import Reader, bare_environment
 
 _MODULE = "def answer():\n    return 42\n"
 
@@ -51,6 +58,33 @@ def test_the_readers_python_caches_what_it_imports(tmp_path: Path, monkeypatch: 
     )  # fmt: skip
     assert done.returncode == 0 and done.stdout == "42\n", done.stderr
     assert sorted((tmp_path / "__pycache__").glob("doc_reader_probe.*.pyc")), "the reader's Python cached nothing"
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+def test_the_bundled_readers_environment_is_what_venv_makes(tmp_path: Path) -> None:
+    bundled = sorted((Path(ensurepip.__file__).parent / "_bundled").glob("*.whl"))
+    expected = {wheel.name.split("-")[0]: wheel.name.split("-")[1] for wheel in bundled}
+    assert expected["pip"] == ensurepip.version()
+    assert _distributions(bare_environment("bundled", tmp_path / "venv")) == expected
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+def test_the_current_readers_pip_is_newer_than_the_bundled_one(tmp_path: Path) -> None:
+    installed = _distributions(bare_environment("current", tmp_path / "venv"))
+    assert Version(installed.pop("pip")) > Version(ensurepip.version()), installed
+    bundled = _distributions(bare_environment("bundled", tmp_path / "bundled"))
+    del bundled["pip"]
+    assert installed == bundled, "the current pip's environment differs from the bundled one by more than its pip"
+
+
+def _distributions(python: Path) -> dict[str, str]:
+    """The distributions an environment has, by name (its pip's own account)."""
+    done = subprocess.run([str(python), "-m", "pip", "list", "--format", "json"], capture_output=True, text=True,
+                          timeout=100, stdin=subprocess.DEVNULL)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return {entry["name"]: entry["version"] for entry in json.loads(done.stdout)}
 
 
 def _small_wheel(folder: Path) -> Path:
