@@ -25,7 +25,7 @@ from typing import Any
 
 import psutil
 
-from scaler_rehearsal.fake_cloud import moto_costs
+from scaler_rehearsal.fake_cloud import moto_costs, moto_requests
 from scaler_rehearsal.fake_cloud.batch import BatchContainers, install, settle_array_parents
 from scaler_rehearsal.fake_cloud.ec2_instances import Ec2Runner
 from scaler_rehearsal.fake_cloud.ecs_tasks import EcsRunner
@@ -95,7 +95,7 @@ class FakeCloud:
         #: terminates an instance goes through the patched API)
         self._lock = threading.RLock()
         self._unpatch: list[tuple[type, str, object]] = []
-        self._undo_moto_costs: Callable[[], None] | None = None
+        self._undo_moto: list[Callable[[], None]] = []  #: what undoes the patches of moto_costs and moto_requests
         self._thread = threading.Thread(target=self._run, name="fake-cloud-runners", daemon=True)
         self._servers: list[Any] = []
         self._http_threads: list[threading.Thread] = []
@@ -111,7 +111,7 @@ class FakeCloud:
         from werkzeug.serving import make_server
 
         self._ecs.settings.sandbox.prepare()
-        self._undo_moto_costs = moto_costs.install()
+        self._undo_moto = [moto_costs.install(), moto_requests.install()]
         if self._ecs.settings.container_engine is not None:
             from scaler_rehearsal.fake_cloud.containers import remove_leftover_containers
 
@@ -254,9 +254,9 @@ class FakeCloud:
         for owner, name, original in self._unpatch:
             setattr(owner, name, original)
         self._unpatch = []
-        if self._undo_moto_costs is not None:
-            self._undo_moto_costs()
-            self._undo_moto_costs = None
+        for undo in reversed(self._undo_moto):
+            undo()
+        self._undo_moto = []
         for server in self._servers:
             server.shutdown()
             server.server_close()
