@@ -12,9 +12,17 @@ import dataclasses
 import operator
 import types
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-__all__ = ["FACTORY", "FrozenValue", "constructor", "quick_init"]
+if TYPE_CHECKING:
+    from typing_extensions import dataclass_transform
+else:
+
+    def dataclass_transform(**_: Any) -> Callable[[Any], Any]:
+        return lambda decorated: decorated
+
+
+__all__ = ["FACTORY", "FrozenValue", "constructor", "frozen_value", "quick_init"]
 
 _Value = TypeVar("_Value")
 _Class = TypeVar("_Class", bound=type)
@@ -33,10 +41,11 @@ FACTORY: Any = _FACTORY
 
 
 class FrozenValue:
-    """What a frozen dataclass's compiled `__eq__`, `__hash__` and `__repr__` do, written once for the generated
-    messages (whose `__init__` the generator writes out): dataclasses compiles a class's methods from source at each
+    """What a frozen dataclass's compiled methods do but `__init__`, written once for the generated messages (whose
+    `__init__` the generator writes out; `frozen_value`): dataclasses compiles a class's methods from source at each
     import, about 1 ms a class, and every process imports about a hundred messages. Equal when of the same class with
-    equal compared fields; hashed from those; shown as dataclasses shows a value (its fields with repr=True)."""
+    equal compared fields; hashed from those; shown as dataclasses shows a value (its fields with repr=True); frozen
+    (an assignment or a deletion raises `dataclasses.FrozenInstanceError`); pickled and copied field by field."""
 
     __slots__ = ()
 
@@ -52,6 +61,27 @@ class FrozenValue:
     def __repr__(self) -> str:
         shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in _shown(self.__class__))
         return f"{self.__class__.__qualname__}({shown})"
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __getstate__(self) -> list[Any]:
+        return [getattr(self, f.name) for f in dataclasses.fields(self)]  # type: ignore[arg-type]
+
+    def __setstate__(self, state: list[Any]) -> None:
+        for f, value in zip(dataclasses.fields(self), state, strict=True):  # type: ignore[arg-type]
+            object.__setattr__(self, f.name, value)
+
+
+@dataclass_transform(frozen_default=True)
+def frozen_value(cls: _Class) -> _Class:
+    """A frozen slotted dataclass of a `FrozenValue` class with its own `__init__`: its fields, as dataclasses records
+    them (`fields`, `replace` and `asdict` work), with no method compiled."""
+    made: _Class = dataclasses.dataclass(init=False, repr=False, eq=False, slots=True)(cls)  # type: ignore[assignment]
+    return made
 
 
 _COMPARED: dict[type, Callable[[Any], Any]] = {}

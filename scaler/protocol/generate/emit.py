@@ -69,8 +69,6 @@ def _attribute(attribute: Attribute) -> list[str]:
     line = f"    {attribute.name}: {attribute.annotation}"
     if attribute.default is not None:
         line += f" = {attribute.default}"
-        if re.match(r"\w+\(", attribute.default) and not attribute.default.startswith("field("):
-            line += "  # noqa: RUF009 - an immutable value"
     return [*comment(attribute.doc, 4), line]
 
 
@@ -84,10 +82,10 @@ def _enum(enum: PyEnum) -> list[str]:
 
 
 def _class(py: PyClass) -> list[str]:
-    """A frozen slotted dataclass whose `__init__` is written out here and whose `__eq__`, `__hash__` and `__repr__`
-    are `FrozenValue`'s: dataclasses compiles only its `__setattr__` and `__delattr__` at import."""
+    """A frozen slotted dataclass whose `__init__` is written out here and whose other methods are `FrozenValue`'s
+    (`frozen_value`): dataclasses compiles none at import."""
     bases = f"{py.base}, FrozenValue" if py.base else "FrozenValue"
-    lines = ["@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)", f"class {py.name}({bases}):"]
+    lines = ["@frozen_value", f"class {py.name}({bases}):"]
     body: list[str] = []
     attributes = [*py.attributes, *py.extras]
     for attribute in attributes:
@@ -159,7 +157,7 @@ def values_module(module: Module, doc: str, extras_module: str, extras: list[str
     lines = [*docstring(doc, 0), "", "from __future__ import annotations", ""]
     if module.enums:
         lines.append("import enum")
-    lines.append("from dataclasses import dataclass" + (", field" if "field(" in source + _extras(module) else ""))
+    lines += ["from dataclasses import field"] if "field(" in source + _extras(module) else []
     lines.append("")
     lines += _imports(module, ids, extras_module, extras)
     lines += ["", *sequence("__all__ = [", [f'"{name}"' for name in sorted({*public, *extras}, key=_isort)], "]")]
@@ -204,7 +202,7 @@ def _imports(module: Module, ids: list[str], extras_module: str, extras: list[st
     imports[extras_module] = extras
     if module.classes:
         factories = any(_field_default(a.default)[1] for py in module.classes for a in [*py.attributes, *py.extras])
-        imports["scaler.protocol.frozen_values"] = ["FACTORY", "FrozenValue"] if factories else ["FrozenValue"]
+        imports["scaler.protocol.frozen_values"] = ["FrozenValue", "frozen_value", *(["FACTORY"] if factories else [])]
     return [line for imported in sorted(imports) for line in _import(imported, imports[imported])]
 
 
