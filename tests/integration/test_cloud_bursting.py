@@ -48,6 +48,7 @@ from scaler.worker_manager.ship.distributions import DISTRIBUTION_NAME, this_bui
 from scaler.worker_manager.ship.wheels import wheel_of
 from tests.integration.cloud_harness import CLOUD_ENVIRONMENT, SESSION_VARIABLES
 from tests.integration.conftest import BIN_DIR, CLOUD_START_SECONDS, free_addresses, wait_for
+from tests.integration.fresh_install import venv_with_pip
 from tests.integration.test_cloud_burst import live_units
 
 #: its module fixtures are made once: its tests share one test process (make test: --dist loadgroup)
@@ -92,7 +93,7 @@ class Laptop:
 def laptop(tmp_path_factory: pytest.TempPathFactory) -> Laptop:
     folder = tmp_path_factory.mktemp("laptop")
     venv = folder / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=180)
+    venv_with_pip(venv)  # what `python -m venv` makes, without ensurepip's compiling
     wheel = wheel_of(this_build(), folder / "wheels")
     # the versions this test environment has, installed by the uv beside this interpreter (from its cache: seconds,
     # where pip took most of a minute on this 2-core machine); the laptop's own pip stays, as a user's venv has it

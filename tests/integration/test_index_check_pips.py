@@ -16,6 +16,7 @@ import pytest
 
 from scaler.worker_manager.ship.index_check import unavailable
 from scaler.worker_manager.ship.unit_target import UnitTarget
+from tests.integration.fresh_install import venv_with_pip
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -27,8 +28,7 @@ MISSING = "scaler-no-such-distribution-38==1.0"
 @pytest.fixture(scope="module")
 def old_pip(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     folder = tmp_path_factory.mktemp("old-pip")
-    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True, timeout=300, capture_output=True)
-    python = str(folder / "bin" / "python")
+    python = str(venv_with_pip(folder))  # what `python -m venv` makes, without ensurepip's compiling
     installed = subprocess.run(
         [python, "-m", "pip", "install", "--quiet", f"pip=={OLD_PIP}"], capture_output=True, text=True, timeout=300
     )
