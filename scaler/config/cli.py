@@ -20,7 +20,8 @@ from typing import Any
 
 from scaler.config.byte_size import format_byte_size
 from scaler.config.fields import ALIASES, BOOLEAN_WORDS, BYTE_SIZE, CHOICES, HELP, HIDDEN, POSITIONAL, SHORT
-from scaler.config.sections import LoggingSettings, WorkerManagerSettings, WorkerSettings, retired_settings
+from scaler.config.manager_sections import WorkerManagerSettings
+from scaler.config.sections import LoggingSettings, WorkerSettings, retired_settings
 from scaler.version import __version__
 
 #: Namespace attribute of -c/--config.

@@ -39,6 +39,7 @@ from scaler.config.commands import Command
 from scaler.config.completion import is_completing, offer_completion, worker_manager_completion_parser
 from scaler.config.event_loops import event_loop_problem
 from scaler.config.fields import BYTE_SIZE, CHOICES, GE, GT, HIDDEN, POSITIONAL
+from scaler.config.manager_sections import WorkerManagerSettings
 from scaler.config.manager_types import MANAGER_TYPES
 from scaler.config.sections import (
     GUIConfig,
@@ -46,7 +47,6 @@ from scaler.config.sections import (
     ObjectStorageServerConfig,
     SchedulerConfig,
     StackSecurityConfig,
-    WorkerManagerSettings,
     retired_settings,
 )
 from scaler.config.toml_file import (
