@@ -38,14 +38,21 @@ STARTS = {
             "scaler.object_storage.client_core",
         ),
     ),
-    # `scaler_cluster` starts worker processes and waits: it runs no worker and no scaling policy.
+    # `scaler_cluster` starts worker processes and waits: it runs no worker and no scaling policy, and it reads no
+    # worker manager's settings.
     "a pool of workers (scaler_cluster)": (
         "import scaler.entry_points.cluster\n"
         "from scaler.config.sections import WorkerConfig\n"
         "from scaler.worker_manager.baremetal_native.fixed_pool import check_worker_config\n"
         "config = WorkerConfig(scheduler_address='tcp://127.0.0.1:1', per_worker_capabilities='linux,cpu=2')\n"
         "assert check_worker_config(config) is None",
-        ("scaler.protocol.messages", "scaler.protocol.codec", "scaler.worker.agent", "scaler.policy.registry"),
+        (
+            "scaler.protocol.messages",
+            "scaler.protocol.codec",
+            "scaler.worker.agent",
+            "scaler.policy.registry",
+            "scaler.config.manager_sections",
+        ),
     ),
     # A scheduler and a worker manage no worker: they do not build the worker managers' settings sections.
     "a scheduler (python -m scaler.scheduler.process)": (
