@@ -20,7 +20,7 @@ from typing import Any
 
 from scaler.config.byte_size import format_byte_size
 from scaler.config.fields import ALIASES, BOOLEAN_WORDS, BYTE_SIZE, CHOICES, HELP, HIDDEN, POSITIONAL, SHORT
-from scaler.config.sections import LoggingSettings, WorkerManagerSettings, WorkerSettings, retired_settings
+from scaler.config.sections import retired_settings
 from scaler.version import __version__
 
 #: Namespace attribute of -c/--config.
@@ -28,11 +28,12 @@ CONFIG_DEST = "config"
 #: Namespace attributes of the retired settings (`sections.RETIRED_SETTINGS`) start with this.
 RETIRED_DEST = "retired:"
 
-#: Argument groups of `-h`, for settings declared by these shared bases; a section's own settings come first.
-_GROUP_TITLES: dict[type, str] = {
-    WorkerManagerSettings: "worker manager settings",
-    WorkerSettings: "worker settings (given to every worker)",
-    LoggingSettings: "logging settings",
+#: Argument groups of `-h`, for settings declared by these shared bases (by name: a command that manages no worker
+#: does not import `manager_sections`); a section's own settings come first.
+_GROUP_TITLES: dict[str, str] = {
+    "WorkerManagerSettings": "worker manager settings",
+    "WorkerSettings": "worker settings (given to every worker)",
+    "LoggingSettings": "logging settings",
 }
 
 
@@ -367,8 +368,8 @@ def _argument_groups(
     groups: dict[type, argparse._ArgumentGroup] = {}
     own = parser.add_argument_group(f"{prog} settings")
     for cls in section_type.__mro__:
-        if cls in _GROUP_TITLES:
-            groups[cls] = parser.add_argument_group(_GROUP_TITLES[cls])
+        if cls.__name__ in _GROUP_TITLES:
+            groups[cls] = parser.add_argument_group(_GROUP_TITLES[cls.__name__])
         elif dataclasses.is_dataclass(cls):
             groups[cls] = own
     return groups

@@ -3,7 +3,8 @@
 A command's row gives its section (whose fields are its flags, TOML keys and environment variables), the tables
 `-c FILE` reads, in preference order, and the <SECTION> of its `SCALER_<SECTION>_<SETTING>` variables. The entry
 points load their settings through it (`scaler.config.loader.load_command`); the worker manager types have their
-own rows (`manager_types.MANAGER_TYPES`); `toml_file.KNOWN_SECTIONS` and docs/settings.md are derived from both.
+own rows (`manager_types.MANAGER_TYPES`); the tables a file may hold (`known_tables`) and docs/settings.md are
+derived from both.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from scaler.config.manager_types import MANAGER_TYPES
 from scaler.config.sections import (
     ClusterConfig,
     GUIConfig,
@@ -82,6 +82,8 @@ RETIRED_TABLES = frozenset({"fixed_native_worker_adapter"})
 
 def known_tables() -> frozenset[str]:
     """Every table some command or the launcher reads (a file's other tables are refused as typos)."""
+    from scaler.config.manager_types import MANAGER_TYPES
+
     tables = {table.partition("[")[0] for command in COMMANDS.values() for table in command.toml_sections}
     for row in MANAGER_TYPES.values():
         tables.update(table.partition("[")[0] for table in row.toml_sections)

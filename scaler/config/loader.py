@@ -25,7 +25,7 @@ import os
 import sys
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pydantic
 from pydantic import BeforeValidator, Field, ValidationError
@@ -39,14 +39,12 @@ from scaler.config.commands import Command
 from scaler.config.completion import is_completing, offer_completion, worker_manager_completion_parser
 from scaler.config.event_loops import event_loop_problem
 from scaler.config.fields import BYTE_SIZE, CHOICES, GE, GT, HIDDEN, POSITIONAL
-from scaler.config.manager_types import MANAGER_TYPES
 from scaler.config.sections import (
     GUIConfig,
     LauncherConfig,
     ObjectStorageServerConfig,
     SchedulerConfig,
     StackSecurityConfig,
-    WorkerManagerSettings,
     retired_settings,
 )
 from scaler.config.toml_file import (
@@ -58,6 +56,9 @@ from scaler.config.toml_file import (
     section_from_table,
     toml_repr,
 )
+
+if TYPE_CHECKING:
+    from scaler.config.manager_sections import WorkerManagerSettings
 
 __all__ = [
     "ConfigError",
@@ -193,6 +194,8 @@ def _retired_flag_notices(section_type: type, given: Mapping[str, Any]) -> list[
 
 def worker_manager_toml_sections(type_name: str) -> tuple[str, ...]:
     """Where `scaler_worker_manager <type_name> -c FILE` looks, in preference order."""
+    from scaler.config.manager_types import MANAGER_TYPES
+
     return MANAGER_TYPES[type_name].toml_sections
 
 
@@ -206,6 +209,7 @@ def load_worker_manager(
     `MANAGER_TYPES`; `manager_type_of` tells which). The type is the first argument that is not an option
     (`-c FILE` may come before it); without one, a `-c` file with exactly one [[worker_manager]] entry names it.
     `type_name`: a command for one type (the 1.x adapters)."""
+    from scaler.config.manager_types import MANAGER_TYPES
     from scaler.version import __version__
 
     arguments = list(sys.argv[1:] if argv is None else argv)
@@ -342,6 +346,8 @@ def _find_single(document: Mapping[str, Any], path: str, spec: SectionSpec) -> M
 def _launcher_worker_managers(
     document: Mapping[str, Any], path: str, scheduler: SchedulerConfig | None, notices: list[str]
 ) -> tuple[WorkerManagerSettings, ...]:
+    from scaler.config.manager_types import MANAGER_TYPES
+
     entries = document.get("worker_manager", [])
     entries = entries if isinstance(entries, list) else [entries]
     managers: list[WorkerManagerSettings] = []

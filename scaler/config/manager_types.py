@@ -4,7 +4,7 @@ Everything that dispatches on a type reads its row: the command line (`scaler_wo
 adapter commands), the config loader (the type's section and the TOML tables it reads), `scaler FILE` and its
 child processes, the runners (the type's name on the wire and its workers' id prefix), the offloading proxies
 (their remote system). Adding a type is one folder under `scaler/worker_manager/`, its settings section in
-`sections.py` and one row here (docs/worker_managers.md, "Adding a manager type").
+`manager_sections.py` and one row here (docs/worker_managers.md, "Adding a manager type").
 
 The table lives in `scaler.config` because the loader needs it and config sits below `scaler.worker_manager`
 in the layers. A type's code is named, not imported: `runner` and `Offload.backend` are "module:function"
@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 
-from scaler.config.sections import (
+from scaler.config.manager_sections import (
     AWSHPCWorkerManagerConfig,
     EC2WorkerManagerConfig,
     ECSWorkerManagerConfig,

@@ -18,15 +18,9 @@ from scaler.config.cli import option_strings, show_default
 from scaler.config.combo import COMBO_SECTIONS, combo_parameters
 from scaler.config.commands import COMMANDS, LAUNCHER_TABLES
 from scaler.config.fields import HELP, HIDDEN, POSITIONAL, SHOWN_DEFAULT
+from scaler.config.manager_sections import CloudUnitSettings, WorkerManagerSettings
 from scaler.config.manager_types import MANAGER_TYPES
-from scaler.config.sections import (
-    CloudUnitSettings,
-    CurveClientSettings,
-    CurveServerSettings,
-    LoggingSettings,
-    WorkerManagerSettings,
-    WorkerSettings,
-)
+from scaler.config.sections import CurveClientSettings, CurveServerSettings, LoggingSettings, WorkerSettings
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 SETTINGS_PAGE = REPOSITORY / "docs" / "settings.md"

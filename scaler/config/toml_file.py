@@ -29,12 +29,6 @@ class ConfigError(Exception):
     """A configuration the user must fix. The message is complete: it says what is wrong and where."""
 
 
-#: Every table some command or the launcher reads (`commands.known_tables`). A file may hold the sections of several
-#: components (the seeds' unified file); any other table is a mistake (a misspelt `[schedular]` would otherwise be
-#: ignored).
-KNOWN_SECTIONS = known_tables()
-
-
 _ERROR_LINE = re.compile(r"\(at line (\d+), column \d+\)$")
 #: A value TOML reads without quotes: a number, a boolean, a date, an array, an inline table, a string.
 _BARE_VALUE = re.compile(r"""^(?:[-+]?[\d.]|true\b|false\b|inf\b|nan\b|\[|\{|"|')""")
@@ -81,17 +75,21 @@ def read_toml_file(path: str) -> dict[str, Any]:
 
 
 def _check_sections(document: Mapping[str, Any], path: str) -> None:
+    """A file may hold the sections of several components (the seeds' unified file), each a table some command or the
+    launcher reads (`commands.known_tables`); any other table is a mistake (a misspelt `[schedular]` would otherwise
+    be ignored)."""
+    known_sections = known_tables()
     for name, value in document.items():
-        if name in KNOWN_SECTIONS:
+        if name in known_sections:
             continue
         line = _line_of(path, name)
         where = f"{path}, line {line}" if line else path
         if not isinstance(value, (dict, list)):
             raise ConfigError(f"{where}: {name} = ... is outside any section; put it under the component's section")
-        close = difflib.get_close_matches(name, sorted(KNOWN_SECTIONS), n=1)
+        close = difflib.get_close_matches(name, sorted(known_sections), n=1)
         hint = f"; did you mean [{close[0]}]?" if close else ""
         known = (
-            ", ".join(f"[{known}]" for known in sorted(KNOWN_SECTIONS - {"worker_manager"})) + ", [[worker_manager]]"
+            ", ".join(f"[{known}]" for known in sorted(known_sections - {"worker_manager"})) + ", [[worker_manager]]"
         )
         raise ConfigError(f"{where}: unknown section [{name}]{hint} (sections: {known})")
 

@@ -38,14 +38,30 @@ STARTS = {
             "scaler.object_storage.client_core",
         ),
     ),
-    # `scaler_cluster` starts worker processes and waits: it runs no worker and no scaling policy.
+    # `scaler_cluster` starts worker processes and waits: it runs no worker and no scaling policy, and it reads no
+    # worker manager's settings.
     "a pool of workers (scaler_cluster)": (
         "import scaler.entry_points.cluster\n"
         "from scaler.config.sections import WorkerConfig\n"
         "from scaler.worker_manager.baremetal_native.fixed_pool import check_worker_config\n"
         "config = WorkerConfig(scheduler_address='tcp://127.0.0.1:1', per_worker_capabilities='linux,cpu=2')\n"
         "assert check_worker_config(config) is None",
-        ("scaler.protocol.messages", "scaler.protocol.codec", "scaler.worker.agent", "scaler.policy.registry"),
+        (
+            "scaler.protocol.messages",
+            "scaler.protocol.codec",
+            "scaler.worker.agent",
+            "scaler.policy.registry",
+            "scaler.config.manager_sections",
+        ),
+    ),
+    # A scheduler and a worker manage no worker: they do not build the worker managers' settings sections.
+    "a scheduler (python -m scaler.scheduler.process)": (
+        "import scaler.scheduler.process",
+        ("scaler.config.manager_sections", "scaler.config.manager_types"),
+    ),
+    "a worker (python -m scaler.worker.process)": (
+        "import scaler.worker.process",
+        ("scaler.config.manager_sections", "scaler.config.manager_types"),
     ),
 }
 
@@ -55,6 +71,41 @@ def test_a_start_imports_nothing_it_does_not_use(start: str) -> None:
     code, unused = STARTS[start]
     finished = subprocess.run(
         [sys.executable, "-c", code + "\n" + REPORT.format(unused=unused)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.split() == []
+
+
+#: The worker managers' settings sections (scaler.config.manager_sections, which scaler.config.sections names lazily):
+#: dataclasses compiles a section's methods when it makes the class, so a process that manages no worker makes none.
+MANAGER_SECTIONS = (
+    "WorkerManagerSettings",
+    "NativeWorkerManagerConfig",
+    "CloudUnitSettings",
+    "ECSWorkerManagerConfig",
+    "EC2WorkerManagerConfig",
+    "KubernetesWorkerManagerConfig",
+    "AWSHPCWorkerManagerConfig",
+    "SymphonyWorkerManagerConfig",
+    "SlurmWorkerManagerConfig",
+)
+
+MADE = """
+import gc
+names = {names!r}
+print(" ".join(sorted(kind.__name__ for kind in gc.get_objects() if isinstance(kind, type) and kind.__name__ in names)))
+"""
+
+
+@pytest.mark.parametrize("module", ["scaler.scheduler.process", "scaler.worker.process"])
+def test_a_start_that_manages_no_worker_makes_no_manager_section(module: str) -> None:
+    finished = subprocess.run(
+        [sys.executable, "-c", f"import {module}\n" + MADE.format(names=MANAGER_SECTIONS)],
         capture_output=True,
         text=True,
         cwd=ROOT,
