@@ -56,9 +56,11 @@ def settings_page() -> str:
     lines = [
         "# Every setting",
         "",
-        "<!-- Generated from scaler/config/sections.py by `python -m scaler.config.reference`; do not edit. -->",
+        "<!-- Generated from scaler/config/sections.py and manager_sections.py by `python -m scaler.config.reference`; "
+        "do not edit. -->",
         "",
-        "One row per setting, from its declaration in `scaler/config/sections.py`: its TOML key (the long flag in "
+        "One row per setting, from its declaration in `scaler/config/sections.py` (the worker managers' in "
+        "`manager_sections.py`): its TOML key (the long flag in "
         "snake case), its flags, its environment variable and its default. Where the settings come from and in "
         "which order, how TOML sections are found and how values are written: [configuration.md](configuration.md). "
         "In the environment column, `[SCHEDULER_]` means both `SCALER_SCHEDULER_...` (this command only) and "
