@@ -300,3 +300,42 @@ def test_what_a_crashed_worker_started_is_removed_at_once(
         "test_2_its_worker_dies": "FAILED",
         "test_3_what_the_dead_worker_left_is_gone": "PASSED",
     }, output
+
+
+#: A test that starts a helper holding the read end of a pipe only the test process writes to: the helper ends once
+#: that process is gone, after a short cleanup, as multiprocessing's resource tracker does when its last holder exits.
+OUTLIVES_BRIEFLY = """
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HELPER = '''
+import os, sys, time
+while os.read(int(sys.argv[1]), 1):
+    pass
+time.sleep(0.5)  # its cleanup, once every writer is gone
+open(sys.argv[2], "w").close()
+'''
+
+
+def test_starts_a_helper_that_ends_after_this_process():
+    read, write = os.pipe()
+    ended = Path(__file__).parent / "helper-ended"
+    helper = subprocess.Popen([sys.executable, "-c", HELPER, str(read), str(ended)], pass_fds=(read,))
+    os.close(read)
+    (Path(__file__).parent / "helper.pid").write_text(str(helper.pid))
+    globals()["held"] = (write, helper)  # until this test process exits
+"""
+
+
+def test_a_process_that_ends_just_after_the_test_process_is_let_end(
+    tmp_path: Path, inner_runs: list[subprocess.Popen[str]]
+) -> None:
+    """A helper that a pytest-xdist worker's test started, and that ends on its own once that worker is gone (as the
+    worker's resource trackers do), is let end by the run's reaper: not killed, not reported as left behind."""
+    (tmp_path / "test_outlives.py").write_text(OUTLIVES_BRIEFLY)
+    output = finished(inner_run(tmp_path, "-n", "1", started=inner_runs))
+    assert outcomes(output) == {"test_starts_a_helper_that_ends_after_this_process": "PASSED"}, output
+    assert "left behind by the run" not in output, output
+    assert (tmp_path / "helper-ended").exists(), f"the helper did not end on its own; the run's output:\n{output}"
