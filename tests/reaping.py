@@ -32,6 +32,11 @@ CPU_VARIABLE = "SCALER_TEST_CPU"
 POLL_SECONDS = 0.5
 #: How long the reaper keeps killing a group that keeps forking.
 KILL_SECONDS = 30.0
+#: How long the reaper of a run that ended lets the run's processes end on their own before it kills them. A process a
+#: test process started may end just after it: multiprocessing's and loky's resource trackers (started by joblib's own
+#: backends in the test process) read to the end of a pipe only the test process held, then unlink what is still
+#: registered and exit, some 0.1 s after the test process is gone, when the reaper already looks.
+EXIT_GRACE_SECONDS = 5.0
 #: Names that carry the pid of the process that made them (the first group of each pattern).
 #: (the fake cloud's VPCs, test_partitioned_peers' namespaces, the rig of hosts' router and hosts: tests/rig/plan.py)
 NAMESPACE_NAMES = (re.compile(r"^sfc-(\d+)-"), re.compile(r"^scaler(\d+)n\d+$"), re.compile(r"^rig(\d+)n\d+[rh]\d*$"))
@@ -170,16 +175,27 @@ def kind_of(pid: int) -> str | None:
     return next((Path(word).name for word in words if not word.startswith("-")), name)
 
 
+def living(members: Callable[[], Iterable[int]], spared: set[int]) -> list[int]:
+    return [pid for pid in members() if pid not in spared and not is_zombie(pid)]
+
+
+def wait_for_ends(members: Callable[[], Iterable[int]], spared: set[int], seconds: float) -> None:
+    """Until every member but `spared` has ended, for at most `seconds`."""
+    deadline = time.monotonic() + seconds
+    while living(members, spared) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def kill_all(members: Callable[[], Iterable[int]], spared: set[int]) -> dict[int, str]:
     """SIGKILL every member but `spared` until none is left (a member may fork meanwhile); returns the killed pids
     with their command lines."""
     killed: dict[int, str] = {}
     deadline = time.monotonic() + KILL_SECONDS
     while time.monotonic() < deadline:
-        living = [pid for pid in members() if pid not in spared and not is_zombie(pid)]
-        if not living:
+        alive = living(members, spared)
+        if not alive:
             break
-        for pid in living:
+        for pid in alive:
             killed.setdefault(pid, command_of(pid))
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
@@ -359,8 +375,11 @@ class Run:
         self._new = members - self.seen
         self.seen |= members
 
-    def reap(self, spared: set[int]) -> list[str]:
+    def reap(self, spared: set[int], grace_seconds: float = 0.0) -> list[str]:
+        """Kill what is left of the run (after `grace_seconds` for it to end on its own) and remove what is named after
+        it; returns what was removed."""
         self.record()
+        wait_for_ends(self.members, spared, grace_seconds)
         killed = kill_all(self.members, spared)
         self.seen.update(killed)
         removed = described(killed) + remove_named(self.seen)
@@ -377,6 +396,23 @@ def run_from_environment() -> Run | None:
     return Run(run_id, Path(group) if group else None, find_hierarchy() if group else None)
 
 
+def own_processes() -> list[int]:
+    """The processes this test process started, wherever they were reparented (itself among them): those of its own
+    group when the run has groups (tests/run_reaper.py gives each pytest-xdist worker one), else those carrying the
+    run's id and this worker's in their environment; none outside a run."""
+    run = run_from_environment()
+    if run is None:
+        return []
+    if run.group is not None and run.hierarchy is not None:
+        try:
+            group = run.hierarchy.own_group()
+        except OSError:
+            return []
+        return group_pids(group) if group == run.group or run.group in group.parents else []
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    return environment_pids(run.run_id, {"PYTEST_XDIST_WORKER": worker} if worker else None)
+
+
 def watch(run: Run, controller: int, pipe: int, report: Path) -> None:
     """The watchdog: record the run's pids until the controller asks for the reap (a line on the pipe) or is gone
     (the pipe closes); then reap, and write what was removed to `report` (and to stderr when nobody asked)."""
@@ -390,7 +426,7 @@ def watch(run: Run, controller: int, pipe: int, report: Path) -> None:
             if not data:
                 break
             asked = b"reap" in data
-    removed = run.reap({os.getpid(), controller})
+    removed = run.reap({os.getpid(), controller}, EXIT_GRACE_SECONDS if asked else 0.0)
     report.write_text(json.dumps({"removed": removed, "started": dict(run.started.most_common())}))
     if not asked and removed:
         print(f"\nscaler test reaper: run {run.run_id} was cut short; removed what it left:", file=sys.stderr)

@@ -17,11 +17,12 @@ What belongs to the run:
   containers (label `scaler-fake-cloud=<pid>`).
 
 A watchdog process, started by the controller before it joins the run's group (so never reaped with it), records the
-run's pids twice a second and reaps when the controller asks (at the end of the session) or when the controller's
-pipe closes without asking (pytest killed). What it removed is printed at the end of the session, or on its standard
-error when pytest is gone; so are the processes the run started, by kind (`reaping.kind_of`), and how many were
-schedulers (one per stack a test started: the count to watch when tests share their stacks). A process that lives
-less than half a second may be missed.
+run's pids twice a second and reaps when the controller asks (at the end of the session, once pytest-xdist's workers
+are gone: what is still ending then, such as a worker's resource trackers, gets `reaping.EXIT_GRACE_SECONDS` to end on
+its own) or when the controller's pipe closes without asking (pytest killed). What it removed is printed at the end
+of the session, or on its standard error when pytest is gone; so are the processes the run started, by kind
+(`reaping.kind_of`), and how many were schedulers (one per stack a test started: the count to watch when tests share
+their stacks). A process that lives less than half a second may be missed.
 
 With `SCALER_TEST_CPU=FILE`, each test process appends `test-id cpu-seconds` per test: the CPU (user + system) of
 its group during the test, every process the test started included (`python -m tests.reaping cpu FILE` sums it per

@@ -34,6 +34,7 @@ from scaler.protocol.handshake import local_python_version
 from scaler.security.curve import CurveSecurity, curve_security
 from scaler.security.key_folder import user_keys
 from scaler_rehearsal.entry_points.fake_cloud import FOLDERS_SECONDS, STOP_SECONDS
+from tests.reaping import own_processes
 
 #: Generous bound on every wait for something that should happen "promptly".
 DEADLINE_SECONDS = 30.0
@@ -99,6 +100,18 @@ def process_tree(pid: int) -> list[psutil.Process]:
         return [root, *root.children(recursive=True)]
     except psutil.NoSuchProcess:
         return []
+
+
+def orphans() -> list[psutil.Process]:
+    """The processes this test process started that are no longer its descendants (their parent died; they were
+    reparented): its own among the run's processes (tests/reaping.py's `own_processes`), less its tree."""
+    tree = {process.pid for process in process_tree(os.getpid())}
+    found = []
+    for pid in own_processes():
+        if pid not in tree:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                found.append(psutil.Process(pid))
+    return found
 
 
 def kill_tree(pid: int) -> list[psutil.Process]:
@@ -203,12 +216,14 @@ class ProcessWatch:
                     stream.close()
 
     def kill_matching(self, matching: Callable[[psutil.Process], bool]) -> None:
-        """SIGKILL the processes seen that `matching` picks (and forget them)."""
-        for pid, process in list(self._seen.items()):
+        """SIGKILL the processes seen that `matching` picks (and forget them), and those it picks among this test
+        process's orphans: a pool that a task started is no longer in its processor's tree once that processor was
+        killed (a cancelled task), and may have started after the last look at the tree."""
+        for pid, process in [*self._seen.items(), *((orphan.pid, orphan) for orphan in orphans())]:
             with contextlib.suppress(psutil.Error):
                 if is_alive(process) and matching(process):
                     process.kill()
-                    del self._seen[pid]
+                    self._seen.pop(pid, None)
 
     def leftovers(self) -> list[str]:
         deadline = time.monotonic() + LEFTOVER_GRACE_SECONDS

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import pid_is_alive, wait_for
+from tests.integration.conftest import ProcessWatch, pid_is_alive, process_tree, wait_for
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -300,3 +300,58 @@ def test_what_a_crashed_worker_started_is_removed_at_once(
         "test_2_its_worker_dies": "FAILED",
         "test_3_what_the_dead_worker_left_is_gone": "PASSED",
     }, output
+
+
+#: A test that starts a helper holding the read end of a pipe only the test process writes to: the helper ends once
+#: that process is gone, after a short cleanup, as multiprocessing's resource tracker does when its last holder exits.
+OUTLIVES_BRIEFLY = """
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HELPER = '''
+import os, sys, time
+while os.read(int(sys.argv[1]), 1):
+    pass
+time.sleep(0.5)  # its cleanup, once every writer is gone
+open(sys.argv[2], "w").close()
+'''
+
+
+def test_starts_a_helper_that_ends_after_this_process():
+    read, write = os.pipe()
+    ended = Path(__file__).parent / "helper-ended"
+    helper = subprocess.Popen([sys.executable, "-c", HELPER, str(read), str(ended)], pass_fds=(read,))
+    os.close(read)
+    (Path(__file__).parent / "helper.pid").write_text(str(helper.pid))
+    globals()["held"] = (write, helper)  # until this test process exits
+"""
+
+
+def test_a_process_that_ends_just_after_the_test_process_is_let_end(
+    tmp_path: Path, inner_runs: list[subprocess.Popen[str]]
+) -> None:
+    """A helper that a pytest-xdist worker's test started, and that ends on its own once that worker is gone (as the
+    worker's resource trackers do), is let end by the run's reaper: not killed, not reported as left behind."""
+    (tmp_path / "test_outlives.py").write_text(OUTLIVES_BRIEFLY)
+    output = finished(inner_run(tmp_path, "-n", "1", started=inner_runs))
+    assert outcomes(output) == {"test_starts_a_helper_that_ends_after_this_process": "PASSED"}, output
+    assert "left behind by the run" not in output, output
+    assert (tmp_path / "helper-ended").exists(), f"the helper did not end on its own; the run's output:\n{output}"
+
+
+def test_a_pool_orphaned_by_its_killed_starter_is_killed_with_the_pools_it_matches(tmp_path: Path) -> None:
+    """ProcessWatch.kill_matching (running_cluster's `tasks_pools`) kills a matching process that this test process
+    started and that left its tree before the watch saw it (a loky pool whose processor was killed: reparented)."""
+    pid_file = tmp_path / "orphan.pid"
+    subprocess.run([sys.executable, "-c", ORPHAN, str(pid_file)], check=True, timeout=30)
+    wait_for(pid_file.exists, "the orphan to write its pid", 30)
+    orphan = int(pid_file.read_text())
+    try:
+        assert orphan not in {process.pid for process in process_tree(os.getpid())}, "not an orphan"
+        ProcessWatch().kill_matching(lambda process: str(pid_file) in process.cmdline())
+        wait_for(lambda: not pid_is_alive(orphan), "the orphan to be killed", 30)
+    finally:
+        if pid_is_alive(orphan):
+            os.kill(orphan, signal.SIGKILL)
