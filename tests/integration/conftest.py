@@ -52,6 +52,8 @@ CLOUD_START_SECONDS = 90.0
 CLOUD_STOP_SECONDS = STOP_SECONDS + FOLDERS_SECONDS + 10.0
 #: How long processes get to disappear once the test is over.
 LEFTOVER_GRACE_SECONDS = 15.0
+#: How long a pool's resource tracker gets to clean up and end once the pool's workers were killed (kill_matching).
+TRACKER_GRACE_SECONDS = 3.0
 #: Where the console commands of this environment live.
 BIN_DIR = Path(sys.executable).parent
 
@@ -112,6 +114,13 @@ def orphans() -> list[psutil.Process]:
             with contextlib.suppress(psutil.NoSuchProcess):
                 found.append(psutil.Process(pid))
     return found
+
+
+def _is_resource_tracker(process: psutil.Process) -> bool:
+    try:
+        return "resource_tracker" in " ".join(process.cmdline())
+    except psutil.Error:
+        return False
 
 
 def kill_tree(pid: int) -> list[psutil.Process]:
@@ -218,12 +227,24 @@ class ProcessWatch:
     def kill_matching(self, matching: Callable[[psutil.Process], bool]) -> None:
         """SIGKILL the processes seen that `matching` picks (and forget them), and those it picks among this test
         process's orphans: a pool that a task started is no longer in its processor's tree once that processor was
-        killed (a cancelled task), and may have started after the last look at the tree."""
+        killed (a cancelled task), and may have started after the last look at the tree. The resource trackers among
+        them are killed last, after up to TRACKER_GRACE_SECONDS to end on their own: once the pool's workers are gone,
+        a tracker unlinks what the pool registered (loky's semaphores, joblib's memory-mapping folders) and exits."""
+        picked: dict[int, psutil.Process] = {}
         for pid, process in [*self._seen.items(), *((orphan.pid, orphan) for orphan in orphans())]:
             with contextlib.suppress(psutil.Error):
                 if is_alive(process) and matching(process):
+                    picked[pid] = process
+        trackers = {pid: process for pid, process in picked.items() if _is_resource_tracker(process)}
+        for pid, process in picked.items():
+            if pid not in trackers:
+                with contextlib.suppress(psutil.Error):
                     process.kill()
-                    self._seen.pop(pid, None)
+            self._seen.pop(pid, None)
+        psutil.wait_procs(list(trackers.values()), timeout=TRACKER_GRACE_SECONDS)
+        for process in trackers.values():
+            with contextlib.suppress(psutil.Error):
+                process.kill()
 
     def leftovers(self) -> list[str]:
         deadline = time.monotonic() + LEFTOVER_GRACE_SECONDS
