@@ -396,23 +396,6 @@ def run_from_environment() -> Run | None:
     return Run(run_id, Path(group) if group else None, find_hierarchy() if group else None)
 
 
-def own_processes() -> list[int]:
-    """The processes this test process started, wherever they were reparented (itself among them): those of its own
-    group when the run has groups (tests/run_reaper.py gives each pytest-xdist worker one), else those carrying the
-    run's id and this worker's in their environment; none outside a run."""
-    run = run_from_environment()
-    if run is None:
-        return []
-    if run.group is not None and run.hierarchy is not None:
-        try:
-            group = run.hierarchy.own_group()
-        except OSError:
-            return []
-        return group_pids(group) if group == run.group or run.group in group.parents else []
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    return environment_pids(run.run_id, {"PYTEST_XDIST_WORKER": worker} if worker else None)
-
-
 def watch(run: Run, controller: int, pipe: int, report: Path) -> None:
     """The watchdog: record the run's pids until the controller asks for the reap (a line on the pipe) or is gone
     (the pipe closes); then reap, and write what was removed to `report` (and to stderr when nobody asked)."""

@@ -23,7 +23,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 from joblib import Parallel, delayed, parallel_backend, parallel_config, register_parallel_backend
 
@@ -67,19 +66,12 @@ pytestmark = [
 
 @pytest.fixture(scope="module", autouse=True)
 def _cluster() -> Iterator[SchedulerClusterCombo]:
-    with measured("joblib"), running_cluster(2, tasks_pools=_started_by_joblib) as cluster:
+    with measured("joblib"), running_cluster(2) as cluster:
         _address.append(cluster.get_address())
         try:
             yield cluster
         finally:
             _address.clear()
-
-
-def _started_by_joblib(process: psutil.Process) -> bool:
-    """The pools joblib's tests start inside our tasks (loky's workers and resource trackers, multiprocessing's):
-    they outlive their processor until an idle timeout of loky's own."""
-    command = " ".join(process.cmdline())
-    return "joblib.externals.loky" in command or "multiprocessing.resource_tracker" in command
 
 
 @pytest.fixture(autouse=True)

@@ -34,7 +34,6 @@ from scaler.protocol.handshake import local_python_version
 from scaler.security.curve import CurveSecurity, curve_security
 from scaler.security.key_folder import user_keys
 from scaler_rehearsal.entry_points.fake_cloud import FOLDERS_SECONDS, STOP_SECONDS
-from tests.reaping import own_processes
 
 #: Generous bound on every wait for something that should happen "promptly".
 DEADLINE_SECONDS = 30.0
@@ -52,8 +51,6 @@ CLOUD_START_SECONDS = 90.0
 CLOUD_STOP_SECONDS = STOP_SECONDS + FOLDERS_SECONDS + 10.0
 #: How long processes get to disappear once the test is over.
 LEFTOVER_GRACE_SECONDS = 15.0
-#: How long a pool's resource tracker gets to clean up and end once the pool's workers were killed (kill_matching).
-TRACKER_GRACE_SECONDS = 3.0
 #: Where the console commands of this environment live.
 BIN_DIR = Path(sys.executable).parent
 
@@ -102,25 +99,6 @@ def process_tree(pid: int) -> list[psutil.Process]:
         return [root, *root.children(recursive=True)]
     except psutil.NoSuchProcess:
         return []
-
-
-def orphans() -> list[psutil.Process]:
-    """The processes this test process started that are no longer its descendants (their parent died; they were
-    reparented): its own among the run's processes (tests/reaping.py's `own_processes`), less its tree."""
-    tree = {process.pid for process in process_tree(os.getpid())}
-    found = []
-    for pid in own_processes():
-        if pid not in tree:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                found.append(psutil.Process(pid))
-    return found
-
-
-def _is_resource_tracker(process: psutil.Process) -> bool:
-    try:
-        return "resource_tracker" in " ".join(process.cmdline())
-    except psutil.Error:
-        return False
 
 
 def kill_tree(pid: int) -> list[psutil.Process]:
@@ -224,28 +202,6 @@ class ProcessWatch:
                 if stream is not None:
                     stream.close()
 
-    def kill_matching(self, matching: Callable[[psutil.Process], bool]) -> None:
-        """SIGKILL the processes seen that `matching` picks (and forget them), and those it picks among this test
-        process's orphans: a pool that a task started is no longer in its processor's tree once that processor was
-        killed (a cancelled task), and may have started after the last look at the tree. The resource trackers among
-        them are killed last, after up to TRACKER_GRACE_SECONDS to end on their own: once the pool's workers are gone,
-        a tracker unlinks what the pool registered (loky's semaphores, joblib's memory-mapping folders) and exits."""
-        picked: dict[int, psutil.Process] = {}
-        for pid, process in [*self._seen.items(), *((orphan.pid, orphan) for orphan in orphans())]:
-            with contextlib.suppress(psutil.Error):
-                if is_alive(process) and matching(process):
-                    picked[pid] = process
-        trackers = {pid: process for pid, process in picked.items() if _is_resource_tracker(process)}
-        for pid, process in picked.items():
-            if pid not in trackers:
-                with contextlib.suppress(psutil.Error):
-                    process.kill()
-            self._seen.pop(pid, None)
-        psutil.wait_procs(list(trackers.values()), timeout=TRACKER_GRACE_SECONDS)
-        for process in trackers.values():
-            with contextlib.suppress(psutil.Error):
-                process.kill()
-
     def leftovers(self) -> list[str]:
         deadline = time.monotonic() + LEFTOVER_GRACE_SECONDS
         while True:
@@ -320,13 +276,10 @@ def cluster(make_cluster: Callable[..., SchedulerClusterCombo]) -> SchedulerClus
 
 
 @contextlib.contextmanager
-def running_cluster(
-    n_workers: int = 2, *, tasks_pools: Callable[[psutil.Process], bool] | None = None, **settings: Any
-) -> Iterator[SchedulerClusterCombo]:
+def running_cluster(n_workers: int = 2, **settings: Any) -> Iterator[SchedulerClusterCombo]:
     """A local cluster (logging at WARNING) for a block of code, typically a module-scoped fixture; after
-    shutdown none of its processes may be left. `tasks_pools` picks processes that the tasks started themselves
-    (a pool of processes of the peer's, such as joblib's loky inside a task, which outlives its processor until an
-    idle timeout of its own): they are killed once the cluster is down, and not counted."""
+    shutdown none of its processes may be left (a pool a task started, such as joblib's loky, ends with its
+    processor: docs/behaviour.md)."""
     settings.setdefault("logging_level", "WARNING")
     watch = ProcessWatch()
     cluster = SchedulerClusterCombo(n_workers=n_workers, **settings)
@@ -345,8 +298,6 @@ def running_cluster(
         watch.remember()
         cluster.shutdown()
         watch.stop_all()
-        if tasks_pools is not None:
-            watch.kill_matching(tasks_pools)
         leftovers = watch.leftovers()
         assert not leftovers, f"processes left behind by the cluster: {leftovers}"
 

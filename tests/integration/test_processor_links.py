@@ -11,18 +11,27 @@ parent waits for a turn nobody gives back); with `LinkSessions._gone` not called
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
 from scaler import Client, SchedulerClusterCombo
 from scaler.errors import ProcessorDiedError
 from scaler.protocol import messages as m
-from tests.integration.conftest import DEADLINE_SECONDS, agent_of_processor, monitor, wait_for, wait_for_workers
+from tests.integration.conftest import (
+    DEADLINE_SECONDS,
+    agent_of_processor,
+    monitor,
+    pid_is_alive,
+    wait_for,
+    wait_for_workers,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -57,6 +66,30 @@ def sleep_then(seconds: float, value: int) -> int:
 def parent(client: Client, n: int) -> int:
     """Waits on a nested task: it parks in its processor, which runs the child meanwhile."""
     return client.submit(inc, n).result() + 1
+
+
+def start_processes_then_sleep(path: str) -> None:
+    """Starts what tasks start: a subprocess with a child of its own, and shared memory that multiprocessing's
+    resource tracker (a child too, which ignores SIGTERM) unlinks once its users are gone; writes their pids and the
+    memory's name to `path`, then sleeps."""
+    import json
+    import os
+    import subprocess
+    import time
+    from multiprocessing import resource_tracker, shared_memory
+
+    import psutil
+
+    shell = subprocess.Popen(["sh", "-c", "sleep 300 & wait"])
+    memory = shared_memory.SharedMemory(create=True, size=4096)
+    while not psutil.Process(shell.pid).children():
+        time.sleep(0.01)
+    pids = [shell.pid, *(child.pid for child in psutil.Process(shell.pid).children())]
+    started = {"pids": pids, "tracker": resource_tracker._resource_tracker._pid, "memory": memory.name}
+    with open(path + ".part", "w") as file:
+        json.dump(started, file)
+    os.rename(path + ".part", path)
+    time.sleep(300)
 
 
 # ---------------------------------------------------------------- helpers
@@ -127,6 +160,24 @@ def test_a_running_task_stuck_in_a_c_call_is_cancelled_by_killing_its_processor(
         assert slow.cancel()
         wait_for(lambda: slow.cancelled(), what="the cancel's confirmation")
         assert client.submit(pid).result(timeout=DEADLINE_SECONDS) != first, "its processor was killed"
+
+
+def test_a_cancelled_tasks_processes_end_with_its_processor(make_cluster, tmp_path):
+    """The processes a task started (a shell and its sleep, multiprocessing's resource tracker) end when its
+    processor is killed for a cancel: SIGTERM once it is gone; the tracker, which ignores SIGTERM, unlinks the shared
+    memory the task made, then ends. Checked to fail with the processor alone killed (the shell and its sleep live
+    on) and with its descendants SIGKILLed (the tracker dies first: the memory stays in /dev/shm)."""
+    cluster = one_worker(make_cluster)
+    path = tmp_path / "started.json"
+    with Client(cluster.get_address()) as client:
+        task = client.submit(start_processes_then_sleep, str(path))
+        wait_for(path.exists, what="the task's processes to start")
+        started = json.loads(path.read_text())
+        assert task.cancel()
+        wait_for(lambda: task.cancelled(), what="the cancel's confirmation")
+        wait_for(lambda: not any(pid_is_alive(each) for each in started["pids"]), what="the task's processes to end")
+        wait_for(lambda: not pid_is_alive(started["tracker"]), what="the resource tracker to end")
+        assert not Path("/dev/shm", started["memory"]).exists(), "the tracker unlinked the task's shared memory"
 
 
 def test_a_nested_task_parks_and_goes_on_in_its_processor(make_cluster):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ProcessWatch, pid_is_alive, process_tree, wait_for
+from tests.integration.conftest import pid_is_alive, wait_for
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -339,19 +339,3 @@ def test_a_process_that_ends_just_after_the_test_process_is_let_end(
     assert outcomes(output) == {"test_starts_a_helper_that_ends_after_this_process": "PASSED"}, output
     assert "left behind by the run" not in output, output
     assert (tmp_path / "helper-ended").exists(), f"the helper did not end on its own; the run's output:\n{output}"
-
-
-def test_a_pool_orphaned_by_its_killed_starter_is_killed_with_the_pools_it_matches(tmp_path: Path) -> None:
-    """ProcessWatch.kill_matching (running_cluster's `tasks_pools`) kills a matching process that this test process
-    started and that left its tree before the watch saw it (a loky pool whose processor was killed: reparented)."""
-    pid_file = tmp_path / "orphan.pid"
-    subprocess.run([sys.executable, "-c", ORPHAN, str(pid_file)], check=True, timeout=30)
-    wait_for(pid_file.exists, "the orphan to write its pid", 30)
-    orphan = int(pid_file.read_text())
-    try:
-        assert orphan not in {process.pid for process in process_tree(os.getpid())}, "not an orphan"
-        ProcessWatch().kill_matching(lambda process: str(pid_file) in process.cmdline())
-        wait_for(lambda: not pid_is_alive(orphan), "the orphan to be killed", 30)
-    finally:
-        if pid_is_alive(orphan):
-            os.kill(orphan, signal.SIGKILL)

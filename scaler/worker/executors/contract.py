@@ -36,7 +36,8 @@ or raise: a failure becomes a report.
    on nested futures never sends them), `TaskLog` for streamed output. `scaler.worker.task_execution.TaskExecutor`
    loads a task's function and arguments from object storage, calls it and stores its result: a proxy can reuse it.
 5. `kill(processor_id, reason)`: stop the processor now, whatever it runs (the scheduler asked: a task was cancelled
-   or timed out, or the processor is not needed; or the worker stops). A remote executor cancels the remote job. Then
+   or timed out, or the processor is not needed; or the worker stops), and what its task started with it (the
+   zygote SIGTERMs the processes a killed processor started). A remote executor cancels the remote job. Then
    report `on_processor_exit(processor_id, description)` once. A kill of an unknown or finished processor does
    nothing. Reports of a killed processor are ignored.
 6. A processor that ends on its own is reported with `on_processor_exit(processor_id, description)` too
