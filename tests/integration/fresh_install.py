@@ -125,6 +125,9 @@ def venv_with_pip(folder: Path, pip: str = "bundled") -> Path:
     bundled = sorted(str(wheel) for wheel in (Path(ensurepip.__file__).parent / "_bundled").glob("*.whl"))
     if not (uv.exists() and any(Path(wheel).name.startswith("pip-") for wheel in bundled)):
         subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True, timeout=300, capture_output=True)
+        if pip == "current":  # the newest pip, as `uv venv --seed` gives it
+            upgrade = [str(python), "-m", "pip", "install", "--quiet", "--upgrade", "pip"]
+            subprocess.run(upgrade, check=True, timeout=300, capture_output=True)
         return python
     base = getattr(sys, "_base_executable", sys.executable)
     made = [str(uv), "venv", "--quiet", *(["--seed"] if pip == "current" else []), "--python", base, str(folder)]
