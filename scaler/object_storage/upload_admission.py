@@ -17,10 +17,13 @@ A2 `done`: the peer's put of the object arrived (whatever its outcome): its turn
    withdrawn: its cache stopped waiting and put). A turn that ends so gives a sample of the aggregate arrival rate:
    its bytes over the time from its grant, times the mean number of turns held meanwhile (k uploads sharing a link of
    rate C each see C/k: the sample is C; k uploads each limited by its own link c see c: the sample is k c).
-A3 The window starts at 1 and moves on samples taken while it was full (the mean held rounds to the window w): with no
-   rate known at w - 1, or a rate at w at least WIDEN_GAIN times that at w - 1, it widens to w + 1 (at most
-   MAX_WINDOW); otherwise it narrows to w - 1, and w is not tried again before REPROBE_UPLOADS more turns ended (the
-   links may have changed). A rate per window is the last sample's at it.
+A3 The window starts at 1 and moves on the samples taken while it was full (the mean held rounds to the window w),
+   once w of them came since it became w: their rate is their mean weighted by each upload's time (uploads that share
+   a link unfairly, one done early, the other late, then give the link's rate, not the early one's). With no rate
+   known at w - 1, or a rate at w that adds at least WIDEN_SHARE of what one more upload would add were the storage
+   host's link not the limit (rate(w - 1) times 1 + WIDEN_SHARE / (w - 1): a fixed gain would stop the window at a few
+   uploads however fat the link), it widens to w + 1 (at most MAX_WINDOW); otherwise it narrows to w - 1, and w is not
+   tried again before REPROBE_UPLOADS more turns ended (the links may have changed).
 A4 Bounded: an ask that waited MAX_WAIT_SECONDS is granted even when the window is full (no starvation, no hang: a
    holder that stalls costs the others that long at most), and a turn held longer than its lease (LEASE_FACTOR times
    the time its bytes take at the learnt rate, at least MAX_WAIT_SECONDS) lapses: its slot is free (its put, when it
@@ -35,8 +38,9 @@ from __future__ import annotations
 import collections
 from dataclasses import dataclass, field
 
-#: How much more aggregate rate one more upload at once must bring to be kept (A3).
-WIDEN_GAIN = 1.25
+#: The share of the rate one more upload at once would add (were the storage host's link not the limit) that it must
+#: add to be kept (A3).
+WIDEN_SHARE = 0.5
 #: The most uploads admitted at once by the window (A3); more only by the bound (A4).
 MAX_WINDOW = 16
 #: Turns ended before a window that brought too little is tried again (A3).
@@ -99,6 +103,7 @@ class UploadAdmission:
     _held: int = 0  #: turns granted and not ended nor lapsed
     _area: float = 0.0  #: the integral of `_held` over time, up to `_at`
     _at: float = 0.0
+    _round: list[tuple[float, float]] = field(default_factory=list)  #: the window's samples: (rate x seconds, seconds)
     _ceiling: int = 0  #: a window that brought too little (A3); 0: none
     _ceiling_left: int = 0  #: turns to end before it is tried again
 
@@ -142,7 +147,7 @@ class UploadAdmission:
             self.finished.append(
                 Finished(object_id, turn.total_bytes, turn.asked_at, turn.granted_at, now, mean_held, self.window)
             )
-            self._sampled(round(mean_held), mean_held * turn.total_bytes / seconds, now)
+            self._sampled(round(mean_held), mean_held * turn.total_bytes, seconds, now)
         return self._grant(now)
 
     def ended(self, peers: list[bytes], now: float) -> list[Grant]:
@@ -199,11 +204,8 @@ class UploadAdmission:
             return MAX_WAIT_SECONDS
         return max(MAX_WAIT_SECONDS, LEASE_FACTOR * total_bytes * self.window / rate)
 
-    def _sampled(self, level: int, rate: float, now: float) -> None:
-        """A3: a sample of the aggregate rate with `level` uploads at once."""
-        if level < 1:
-            return
-        self.rates[level] = rate
+    def _sampled(self, level: int, weighted_bytes: float, seconds: float, now: float) -> None:
+        """A3: a sample of the aggregate rate with `level` uploads at once (`weighted_bytes` over `seconds`)."""
         if self._ceiling_left > 0:
             self._ceiling_left -= 1
             if self._ceiling_left == 0:
@@ -211,8 +213,14 @@ class UploadAdmission:
                 self._ceiling = 0
         if level != self.window:
             return
+        self._round.append((weighted_bytes, seconds))
+        if len(self._round) < level:
+            return
+        rate = sum(weighted for weighted, _ in self._round) / sum(taken for _, taken in self._round)
+        self._round.clear()
+        self.rates[level] = rate
         below = self.rates.get(level - 1)
-        if level == 1 or below is None or rate >= WIDEN_GAIN * below:
+        if level == 1 or below is None or rate >= below * (1 + WIDEN_SHARE / (level - 1)):
             if level + 1 <= MAX_WINDOW and level + 1 != self._ceiling:
                 self._change(now, level + 1, f"{_rate(rate)} at {level}" + (f", {_rate(below)} at {level - 1}"
                                                                               if below else ""))  # fmt: skip
@@ -223,6 +231,7 @@ class UploadAdmission:
     def _change(self, now: float, window: int, why: str) -> None:
         self.changes.append((now, self.window, window, why))
         self.window = window
+        self._round.clear()
 
 
 def _rate(bytes_per_second: float) -> str:
