@@ -4,6 +4,9 @@ each host its own /dev/shm and a shaped link), ours beside Ray and Dask, each st
     .venv/bin/python benchmarks/rig_hosts.py                          # ours, ray, dask; 4 worker hosts x 2 slots
     .venv/bin/python benchmarks/rig_hosts.py --systems ours --workloads broadcast,gather --quick
 
+`ours-before` is our own code at an earlier commit, started as ours is, when SCALER_BENCH_BEFORE names its source tree
+(benchmarks/harness/systems.py), to measure a change before and after with the runs alternated (`--repeat`).
+
 Hosts: `storage` (ours' storage and scheduler, Ray's 0-CPU head, Dask's scheduler), `client` (the client script), and
 `w1`..`wN` (two task slots each). Every link is shaped to --rate-mbit each way. Workloads, each one client script
 per system (benchmarks/rig/client_<system>.py), the systems alternated within each round, each on a fresh rig:
@@ -45,7 +48,7 @@ from rig import systems  # noqa: E402
 from tests.rig import MBIT, Rig, unavailable  # noqa: E402
 
 MB = 1_000_000
-SYSTEMS = ("ours", "ray", "dask")
+SYSTEMS = ("ours", "ours-before", "ray", "dask")
 WORKLOADS = ("broadcast", "shared", "gather", "loop", "shuffle")
 CLIENTS = BENCH_DIR / "rig"
 RUN_SECONDS = 900.0
@@ -113,7 +116,8 @@ def run_workload(rig: Rig, running: systems.Running, python: Path, workload: str
     settle(rig, idle)
     sampler = MemorySampler(rig, idle)
     before = rig.link_bytes()
-    done = client.run(str(python), str(CLIENTS / f"client_{running.system}.py"), running.address, workload,
+    script = CLIENTS / f"client_{running.system.removesuffix('-before')}.py"
+    done = client.run(str(python), str(script), running.address, workload,
                       json.dumps(params), timeout_seconds=RUN_SECONDS, env=running.client_env)  # fmt: skip
     after = rig.link_bytes()
     held = sampler.held()
@@ -210,7 +214,7 @@ def table(records: list[dict[str, Any]], rate_mbit: int, hosts: int, slots: int)
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--systems", default="ours,ray,dask")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--worker-hosts", type=int, default=4)
     parser.add_argument("--slots", type=int, default=2, help="task slots per worker host")
