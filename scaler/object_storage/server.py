@@ -183,7 +183,9 @@ class _ServerShell:
         self._fd_peers.setdefault(fd, set()).add(peer)
 
     def on_socket_event(self, event: int, value: int) -> None:
-        """A connection ended (`value`: its file descriptor): the turns its peers held or asked for go."""
+        """A connection ended (`value`: its file descriptor): the turns its peers held or asked for go. A connection
+        accepted on the same descriptor whose ask was read before this event may lose its turn too: its upload then
+        shares the link with the next one, as without turns (never a hang)."""
         peers = self._fd_peers.pop(value, None)
         if peers:
             self.service.connections_ended(sorted(peers), time.monotonic())
