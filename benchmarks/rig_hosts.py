@@ -163,6 +163,8 @@ def run_system(system: str, python: Path, args: argparse.Namespace, workdir: Pat
     rate_bits = args.rate_mbit * MBIT
     records = []
     with Rig.open(["storage", "client", *worker_hosts], workdir, rate_bits=rate_bits) as rig:
+        if args.storage_rate_mbit:
+            rig.shape("storage", args.storage_rate_mbit * MBIT)
         started = time.monotonic()
         running = systems.start(system, rig, python.parent, worker_hosts, args.slots)
         print(f"[{system}] up on {len(rig.hosts)} hosts in {time.monotonic() - started:.0f} s", flush=True)
@@ -219,6 +221,7 @@ def main() -> int:
     parser.add_argument("--worker-hosts", type=int, default=4)
     parser.add_argument("--slots", type=int, default=2, help="task slots per worker host")
     parser.add_argument("--rate-mbit", type=int, default=100, help="each link's rate, each way")
+    parser.add_argument("--storage-rate-mbit", type=int, default=0, help="the storage host's link (0: --rate-mbit)")
     parser.add_argument("--repeat", type=int, default=1, help="rounds; the systems alternate within each")
     parser.add_argument("--quick", action="store_true", help="sizes / 10, for a smoke run")
     parser.add_argument("--python", default=sys.executable, help="interpreter the venvs are built from")
@@ -255,6 +258,7 @@ def run(args: argparse.Namespace, pythons: dict[str, Path]) -> int:
             "worker_hosts": args.worker_hosts,
             "slots": args.slots,
             "rate_mbit": args.rate_mbit,
+            "storage_rate_mbit": args.storage_rate_mbit or args.rate_mbit,
             "shaping": "tbf on both ends of each host's link",
             "quick": args.quick,
         },
