@@ -4,6 +4,9 @@ each host its own /dev/shm and a shaped link), ours beside Ray and Dask, each st
     .venv/bin/python benchmarks/rig_hosts.py                          # ours, ray, dask; 4 worker hosts x 2 slots
     .venv/bin/python benchmarks/rig_hosts.py --systems ours --workloads broadcast,gather --quick
 
+`ours-before` is our own code at an earlier commit, started as ours is, when SCALER_BENCH_BEFORE names its source tree
+(benchmarks/harness/systems.py), to measure a change before and after with the runs alternated (`--repeat`).
+
 Hosts: `storage` (ours' storage and scheduler, Ray's 0-CPU head, Dask's scheduler), `client` (the client script), and
 `w1`..`wN` (two task slots each). Every link is shaped to --rate-mbit each way. Workloads, each one client script
 per system (benchmarks/rig/client_<system>.py), the systems alternated within each round, each on a fresh rig:
@@ -45,7 +48,7 @@ from rig import systems  # noqa: E402
 from tests.rig import MBIT, Rig, unavailable  # noqa: E402
 
 MB = 1_000_000
-SYSTEMS = ("ours", "ray", "dask")
+SYSTEMS = ("ours", "ours-before", "ray", "dask")
 WORKLOADS = ("broadcast", "shared", "gather", "loop", "shuffle")
 CLIENTS = BENCH_DIR / "rig"
 RUN_SECONDS = 900.0
@@ -113,7 +116,8 @@ def run_workload(rig: Rig, running: systems.Running, python: Path, workload: str
     settle(rig, idle)
     sampler = MemorySampler(rig, idle)
     before = rig.link_bytes()
-    done = client.run(str(python), str(CLIENTS / f"client_{running.system}.py"), running.address, workload,
+    script = CLIENTS / f"client_{running.system.removesuffix('-before')}.py"
+    done = client.run(str(python), str(script), running.address, workload,
                       json.dumps(params), timeout_seconds=RUN_SECONDS, env=running.client_env)  # fmt: skip
     after = rig.link_bytes()
     held = sampler.held()
@@ -159,6 +163,8 @@ def run_system(system: str, python: Path, args: argparse.Namespace, workdir: Pat
     rate_bits = args.rate_mbit * MBIT
     records = []
     with Rig.open(["storage", "client", *worker_hosts], workdir, rate_bits=rate_bits) as rig:
+        if args.storage_rate_mbit:
+            rig.shape("storage", args.storage_rate_mbit * MBIT)
         started = time.monotonic()
         running = systems.start(system, rig, python.parent, worker_hosts, args.slots)
         print(f"[{system}] up on {len(rig.hosts)} hosts in {time.monotonic() - started:.0f} s", flush=True)
@@ -210,11 +216,12 @@ def table(records: list[dict[str, Any]], rate_mbit: int, hosts: int, slots: int)
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--systems", default="ours,ray,dask")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--worker-hosts", type=int, default=4)
     parser.add_argument("--slots", type=int, default=2, help="task slots per worker host")
     parser.add_argument("--rate-mbit", type=int, default=100, help="each link's rate, each way")
+    parser.add_argument("--storage-rate-mbit", type=int, default=0, help="the storage host's link (0: --rate-mbit)")
     parser.add_argument("--repeat", type=int, default=1, help="rounds; the systems alternate within each")
     parser.add_argument("--quick", action="store_true", help="sizes / 10, for a smoke run")
     parser.add_argument("--python", default=sys.executable, help="interpreter the venvs are built from")
@@ -251,6 +258,7 @@ def run(args: argparse.Namespace, pythons: dict[str, Path]) -> int:
             "worker_hosts": args.worker_hosts,
             "slots": args.slots,
             "rate_mbit": args.rate_mbit,
+            "storage_rate_mbit": args.storage_rate_mbit or args.rate_mbit,
             "shaping": "tbf on both ends of each host's link",
             "quick": args.quick,
         },

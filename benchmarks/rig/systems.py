@@ -2,8 +2,8 @@
 (benchmarks/.venvs/<system>): a server side on the storage host, two task slots on each worker host, the client on the
 client host.
 
-- ours: `scaler_object_storage_server` and `scaler_scheduler` on the storage host, `scaler_cluster -n SLOTS` on each
-  worker host (tests/rig/stack.py);
+- ours (and ours-before, an earlier commit's tree: benchmarks/harness/systems.py): `scaler_object_storage_server` and
+  `scaler_scheduler` on the storage host, `scaler_cluster -n SLOTS` on each worker host (tests/rig/stack.py);
 - ray: a 0-CPU head on the storage host, then one `ray start` per host, one after another (all at once timed out on
   2 cores), each with its address given (`--node-ip-address`: Ray finds its own by a route off the rig otherwise),
   SLOTS CPUs on worker hosts and a 0-CPU node on the client host (a driver needs a raylet on its host);
@@ -43,8 +43,8 @@ class Running:
 
 
 def start(system: str, rig: Rig, venv_bin: Path, worker_hosts: list[str], slots: int) -> Running:
-    if system == "ours":
-        return _ours(rig, venv_bin, worker_hosts, slots)
+    if system in ("ours", "ours-before"):
+        return _ours(system, rig, venv_bin, worker_hosts, slots)
     if system == "ray":
         return _ray(rig, venv_bin, worker_hosts, slots)
     if system == "dask":
@@ -52,9 +52,9 @@ def start(system: str, rig: Rig, venv_bin: Path, worker_hosts: list[str], slots:
     raise ValueError(f"unknown system {system!r}")
 
 
-def _ours(rig: Rig, venv_bin: Path, worker_hosts: list[str], slots: int) -> Running:
+def _ours(system: str, rig: Rig, venv_bin: Path, worker_hosts: list[str], slots: int) -> Running:
     stack = RigStack.start(rig, "storage", dict.fromkeys(worker_hosts, slots), bin_dir=venv_bin)
-    return Running("ours", stack.scheduler_address, key_variables("client"), stack=stack)
+    return Running(system, stack.scheduler_address, key_variables("client"), stack=stack)
 
 
 def _ray(rig: Rig, venv_bin: Path, worker_hosts: list[str], slots: int) -> Running:

@@ -57,6 +57,7 @@ from scaler.protocol.storage_messages import (
     Info,
     MappedSize,
     ObjectSize,
+    Put,
     SegmentDirectory,
     StorageInfo,
     StorageOperation,
@@ -401,6 +402,11 @@ class ObjectStorageConnection:
             return
         frames = payload_frames(payload)
         self._call(put_operation(object_id, frames, owner_id, name), frames)
+
+    def ask_turn(self, object_id: bytes, total_bytes: int, owner_id: bytes = b"", name: str = "") -> None:
+        """A host cache's turn to upload an object of `total_bytes` (upload_admission.py): returns once the server
+        admits the upload, which then follows on this connection. Raises TurnsUnknown from a server that gives none."""
+        self._call(Put(ObjectID(bytes(object_id)), bytes(owner_id), total_bytes, name, (), True))
 
     def put_followed(self, object_id: bytes, payload: Payload, owner_id: bytes = b"", name: str = "") -> bool:
         """Begin storing a large object that readers may follow while it is written (followed_put.py): True when the

@@ -21,6 +21,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,7 @@ from scaler.io.port_owner import address_in_use_problem
 from scaler.io.sockets import PeerRoles, SocketFactory, Sockets, TransportSecurity, bound_endpoint
 from scaler.io.tunnel import TunnelError
 from scaler.io.tunnel.tls import ServerCertificate, TlsFileError
-from scaler.io.zmq_async import AsyncSocket
+from scaler.io.zmq_async import AsyncSocket, watch_events
 from scaler.io.zmq_parts import Frames
 from scaler.object_storage import segment_directory
 from scaler.object_storage.disk_worker import DiskWorker
@@ -53,6 +54,7 @@ from scaler.object_storage.service import Reply, StorageAnswer, StorageService, 
 from scaler.object_storage.spill_files import SpillDirectoryError, lock_spill_directory, scan_spill_directory
 from scaler.object_storage.store import IMMEDIATE_WORK, AdoptSegment, ObjectStore, PayloadBuffer
 from scaler.object_storage.traffic import SWEEP_SECONDS
+from scaler.object_storage.upload_admission import UploadAdmission
 from scaler.protocol.codec import encode_storage_reply
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
 from scaler.protocol.ids import ObjectID
@@ -85,6 +87,9 @@ STATISTICS_INTERVAL_SECONDS = 60.0
 WRITE_STALL_SECONDS = 30.0
 #: A stopping server waits for the followed writes under way as long as one of their writers is heard from within this.
 FINISH_QUIET_SECONDS = 5.0
+
+#: How often the turns for the host caches' uploads are looked at for the bound (upload_admission A4).
+ADMISSION_TICK_SECONDS = 1.0
 
 #: Payload frames smaller than this are copied out of their zmq.Frame before being stored: libzmq may
 #: receive small messages into a shared buffer, and keeping the frame would pin that whole buffer.
@@ -153,6 +158,8 @@ class _ServerShell:
         self._writes_finished: asyncio.Event | None = None  #: set once no followed write is under way (stopping)
         #: a host cache's upstream work (host_cache/glue.py); None: a storage server
         self.cache: CacheGlue | None = None
+        #: the file descriptor of the connection of each peer that asked for an upload's turn (its end frees the turn)
+        self._fd_peers: dict[int, set[bytes]] = {}
 
     def on_message(self, frames: Frames) -> None:
         peer = frames[0].bytes
@@ -163,8 +170,36 @@ class _ServerShell:
             payload = [_storable(frame) for frame in frames[2:]]
             if payload:
                 self.service.traffic.received(sum(len(frame) for frame in payload))
-            answer = self.service.handle(peer, frames[1].bytes, payload, key)
+            answer = self.service.handle(peer, frames[1].bytes, payload, key, time.monotonic())
+            if answer is None and not payload and self.service.admission.asked(peer):
+                self._remember_fd(peer, frames[1])
         self.answer_all(self.run_disk_work([] if answer is None else [Reply(peer, answer)]))
+
+    def _remember_fd(self, peer: bytes, frame: Any) -> None:
+        try:
+            fd = int(frame.get(zmq.SRCFD))
+        except (zmq.ZMQError, ValueError, TypeError, AttributeError):
+            return
+        self._fd_peers.setdefault(fd, set()).add(peer)
+
+    def on_socket_event(self, event: int, value: int) -> None:
+        """A connection ended (`value`: its file descriptor): the turns its peers held or asked for go. A connection
+        accepted on the same descriptor whose ask was read before this event may lose its turn too: its upload then
+        shares the link with the next one, as without turns (never a hang)."""
+        peers = self._fd_peers.pop(value, None)
+        if peers:
+            self.service.connections_ended(sorted(peers), time.monotonic())
+            self.answer_all([])
+
+    async def admit_until(self, stop: asyncio.Event, seconds: float = ADMISSION_TICK_SECONDS) -> None:
+        """Grant the turns the bound lets go (upload_admission A4), every `seconds`."""
+        while True:
+            try:
+                await asyncio.wait_for(stop.wait(), seconds)
+                return
+            except asyncio.TimeoutError:
+                self.service.admission_tick(time.monotonic())
+                self.answer_all([])
 
     def on_written(self, object_id: bytes, generation: int, error: str | None) -> None:
         if error is not None and error != self._write_trouble:
@@ -211,6 +246,9 @@ class _ServerShell:
             self._writes_finished.set()
         if self.cache is not None:
             self.cache.take_work()
+        admission = self.service.admission
+        if admission.finished or admission.changes:
+            _log_admission(admission)
 
     def _send_outgoing(self) -> None:
         """What the readers of objects being written are due (followed_writes.py): sent before any further disk work
@@ -430,6 +468,18 @@ class _ServerShell:
                 last = now
 
 
+def _log_admission(admission: UploadAdmission) -> None:
+    """The turns that ended with their uploads (DEBUG) and the window's changes (INFO): upload_admission.py."""
+    for upload in admission.take_finished():
+        logger.debug(
+            "upload turn: object %s, %d bytes, asked at %.3f, granted at %.3f, stored at %.3f; %.2f upload(s) at "
+            "once meanwhile, window %d", upload.object_id.hex(), upload.total_bytes, upload.asked_at,
+            upload.granted_at, upload.ended_at, upload.mean_held, upload.window,
+        )  # fmt: skip
+    for _, before, after, why in admission.take_changes():
+        logger.info("host caches' large uploads: %d at once instead of %d (aggregate rates: %s)", after, before, why)
+
+
 def _severity(status: StorageStatus) -> bool:
     return status is not StorageStatus.OK
 
@@ -596,6 +646,7 @@ async def serve(
     segments: tuple[str, int, SegmentDirectory, list[FoundPut]] | None = None
     reaper: Reaper | None = None
     shell: _ServerShell | None = None
+    monitor: AsyncSocket | None = None
     try:
         store, directory, lock = _open_store(config)
         # The factory's ROUTER probes idle links: replies queued for a peer on a half-open connection pin frames.
@@ -606,12 +657,14 @@ async def serve(
         advertised = endpoint if upstream is not None and upstream.peers else ""
         shell = _make_shell(loop, store, directory, segments, roles, upstream, advertised)
         shell.socket = AsyncSocket(loop, sock, shell.on_message, copy=False)
+        monitor = watch_events(loop, sockets.event_monitor(sock, zmq.EVENT_DISCONNECTED), shell.on_socket_event)
         logger.info("%s: object storage server listening on %s", config.identity, endpoint)
         if ready is not None:
             ready(endpoint)
         sweeping = [
             asyncio.ensure_future(shell.sweep_writes_until(stop, write_stall_seconds)),
             asyncio.ensure_future(shell.sweep_reports_until(stop)),
+            asyncio.ensure_future(shell.admit_until(stop)),
         ]
         try:
             await shell.log_statistics_until(stop, segments[1] if segments is not None else None)
@@ -622,6 +675,8 @@ async def serve(
         await shell.finish_writes(write_stall_seconds)
         logger.info("%s: object storage server stopping", config.identity)
     finally:
+        if monitor is not None:
+            monitor.close()
         if shell is not None and shell.socket is not None:
             shell.socket.close()
         if shell is not None and shell.cache is not None:

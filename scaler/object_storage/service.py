@@ -36,6 +36,7 @@ from scaler.object_storage.store import (
     Segment,
 )
 from scaler.object_storage.traffic import TrafficBook
+from scaler.object_storage.upload_admission import Grant, UploadAdmission
 from scaler.protocol.codec import DecodeError, decode_storage_request
 from scaler.protocol.handshake import incompatibility
 from scaler.protocol.ids import ObjectID
@@ -233,6 +234,9 @@ class StorageService:
         self.ledger = HostLedger()
         #: the bytes sent and received, the copies of large objects sent, the host caches' reports (traffic.py)
         self.traffic = TrafficBook()
+        #: turns for the host caches' large uploads (a storage server's: upload_admission.py)
+        self.admission = UploadAdmission()
+        self._now = 0.0  #: the time of the request being handled (`act`'s `now`)
         if cache:  # the cache's own fetcher stores what it fetched through the requests any peer makes
             self._greeted[FETCHER] = _Greeted("worker", b"", None)
 
@@ -268,15 +272,16 @@ class StorageService:
         return self.store.take_work()
 
     def handle(
-        self, peer: bytes, header: bytes, payload: Sequence[PayloadBuffer], key: bytes | None = None
+        self, peer: bytes, header: bytes, payload: Sequence[PayloadBuffer], key: bytes | None = None, now: float = 0.0
     ) -> StorageAnswer | None:
-        """The answer to one request, or None when it waits on the disk (`write_finished`, `read_finished`)."""
+        """The answer to one request, or None when it waits on the disk (`write_finished`, `read_finished`), or for
+        an upload's turn (upload_admission.py). `now`: the time, in seconds (monotonic)."""
         try:
             request = decode_storage_request(header)
         except DecodeError as error:
             # Cap'n Proto appends a native stack trace on further lines; the first line says what is wrong.
             return bad_request(0, f"undecodable request header: {str(error).splitlines()[0]}")
-        return self.act(peer, request.request_id, request.operation, payload, key)
+        return self.act(peer, request.request_id, request.operation, payload, key, now)
 
     def act(
         self,
@@ -285,8 +290,10 @@ class StorageService:
         operation: StorageOperation,
         payload: Sequence[PayloadBuffer] = (),
         key: bytes | None = None,
+        now: float = 0.0,
     ) -> StorageAnswer | None:
         """The answer to one decoded request (`handle` after decoding; a host cache's fetcher calls it directly)."""
+        self._now = now
         if isinstance(operation, StorageHello):
             return self._hello(peer, request_id, operation, payload, key)
         greeted = self._greeted.get(peer)
@@ -300,6 +307,8 @@ class StorageService:
                 return self._refused(request_id, f"authentication: {REVOKED_TEXT}")
         self._greeted.move_to_end(peer)
         if isinstance(operation, Put):
+            if operation.turn:
+                return self._turn(peer, request_id, operation, payload, greeted)
             return self._put(peer, request_id, operation, payload, greeted)
         if payload:
             name = _OPERATION_NAMES[type(operation)]
@@ -384,6 +393,31 @@ class StorageService:
             )  # fmt: skip
             if answer is not None:
                 self._outgoing.append(Reply(read.peer, answer))
+
+    # ------------------------------------------------------------ turns for the host caches' uploads
+
+    def admission_tick(self, now: float) -> None:
+        """The turns the bound lets go by `now` (upload_admission A4); their answers are outgoing."""
+        self._granted(self.admission.tick(now))
+
+    def connections_ended(self, peers: list[bytes], now: float) -> None:
+        """The connections of `peers` ended: their turns and asks go (upload_admission A5)."""
+        self._granted(self.admission.ended(peers, now))
+
+    def _turn(
+        self, peer_id: bytes, request_id: int, put: Put, payload: Sequence[PayloadBuffer], peer: _Greeted
+    ) -> StorageAnswer | None:
+        """A host cache asks for its turn to upload an object (upload_admission A1): answered once granted."""
+        if payload:
+            return bad_request(request_id, f"a turn's put carries no payload, got {len(payload)} frame(s)")
+        if peer.role != "cache" or self.cache is not None:
+            return bad_request(request_id, "turn: only a host cache asks, and only its storage server answers")
+        self._granted(self.admission.ask(peer_id, request_id, put.object_id, put.total_bytes, self._now))
+        return None
+
+    def _granted(self, grants: list[Grant]) -> None:
+        for grant in grants:
+            self._outgoing.append(Reply(grant.peer, _ok(grant.request_id)))
 
     # ------------------------------------------------------------ a host cache's upstream (cache_rules.py)
 
@@ -493,6 +527,8 @@ class StorageService:
     ) -> StorageAnswer | None:
         if not put.object_id:
             return bad_request(request_id, "put with an empty object id")
+        if peer.role == "cache" and self.cache is None:  # the upload a turn was given for (upload_admission A2)
+            self._granted(self.admission.done(peer_id, put.object_id, self._now))
         received = sum(len(frame) for frame in payload)
         if received != put.total_bytes:
             return bad_request(

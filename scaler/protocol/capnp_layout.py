@@ -1219,7 +1219,7 @@ SM_STRUCTS: dict[str, Struct] = {
         ),
     ),
     "PutRequest": (
-        1,
+        2,
         4,
         -1,
         (
@@ -1228,6 +1228,7 @@ SM_STRUCTS: dict[str, Struct] = {
             ("totalBytes", -1, "uint64", 0, ""),
             ("name", -1, "text", 2, ""),
             ("frameBytes", -1, "list", 3, "uint64"),
+            ("turn", -1, "bool", 64, ""),
         ),
     ),
     "StorageReply": (

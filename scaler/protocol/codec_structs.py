@@ -546,6 +546,7 @@ _SM_PUT_REQUEST__OWNER_ID = field_of("sm", "PutRequest.ownerId")
 _SM_PUT_REQUEST__TOTAL_BYTES = field_of("sm", "PutRequest.totalBytes")
 _SM_PUT_REQUEST__NAME = field_of("sm", "PutRequest.name")
 _SM_PUT_REQUEST__FRAME_BYTES = field_of("sm", "PutRequest.frameBytes")
+_SM_PUT_REQUEST__TURN = field_of("sm", "PutRequest.turn")
 _NEW_SM_PUT = constructor(sm.Put)
 _SM_STORAGE_REPLY__REQUEST_ID = field_of("sm", "StorageReply.requestId")
 _SM_STORAGE_REPLY__STATUS = field_of("sm", "StorageReply.status")
@@ -2266,6 +2267,8 @@ def write_put(b: Any, v: sm.Put) -> None:
     b.name = v.name
     if v.frame_bytes:
         b.frameBytes = v.frame_bytes
+    if v.turn:
+        b.turn = v.turn
 
 
 def read_put(r: Any) -> sm.Put:
@@ -2275,6 +2278,7 @@ def read_put(r: Any) -> sm.Put:
         r._get_by_field(_SM_PUT_REQUEST__TOTAL_BYTES),
         r._get_by_field(_SM_PUT_REQUEST__NAME),
         tuple(r._get_by_field(_SM_PUT_REQUEST__FRAME_BYTES)) if r._has_by_field(_SM_PUT_REQUEST__FRAME_BYTES) else (),
+        r._get_by_field(_SM_PUT_REQUEST__TURN),
     )
 
 

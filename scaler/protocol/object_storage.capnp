@@ -162,6 +162,9 @@ struct PutRequest {
   frameBytes @4 :List(UInt64);  # the object's frames' lengths when the payload frames are pieces of them (a CURVE
                             # connection sends frames over 1 MiB in pieces): the server joins them again; empty:
                             # the payload frames are the object's frames
+  turn @5 :Bool;            # a host cache asks for its turn to upload this object (`totalBytes` of it), without payload:
+                            # answered ok once the server admits the upload (then the put itself follows on the same
+                            # connection); a server that does not know the field answers badRequest (no payload)
 }
 
 enum StorageStatus {

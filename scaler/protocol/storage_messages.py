@@ -492,15 +492,26 @@ class Put(FrozenValue):
     #: the object's frames' lengths when the payload frames are pieces of them (a CURVE connection sends frames
     #: over 1 MiB in pieces): the server joins them again; empty: the payload frames are the object's frames
     frame_bytes: tuple[int, ...] = ()
+    #: a host cache asks for its turn to upload this object (`totalBytes` of it), without payload: answered ok
+    #: once the server admits the upload (then the put itself follows on the same connection); a server that does
+    #: not know the field answers badRequest (no payload)
+    turn: bool = False
 
     def __init__(
-        self, object_id: ObjectID, owner_id: bytes, total_bytes: int, name: str = "", frame_bytes: tuple[int, ...] = ()
+        self,
+        object_id: ObjectID,
+        owner_id: bytes,
+        total_bytes: int,
+        name: str = "",
+        frame_bytes: tuple[int, ...] = (),
+        turn: bool = False,
     ) -> None:
         _set(self, "object_id", object_id)
         _set(self, "owner_id", owner_id)
         _set(self, "total_bytes", total_bytes)
         _set(self, "name", name)
         _set(self, "frame_bytes", frame_bytes)
+        _set(self, "turn", turn)
 
 
 @frozen_value

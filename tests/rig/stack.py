@@ -83,13 +83,16 @@ class RigStack:
         scheduler_args: tuple[str, ...] = (),
         worker_args: tuple[str, ...] = (),
         bin_dir: Path = BIN_DIR,
+        storage_args: tuple[str, ...] = (),
     ) -> RigStack:
         """Storage and scheduler on `storage`, `workers[host]` workers on each worker host (the commands of
         `bin_dir`); returns once every worker has registered."""
         stack = cls(rig, rig.host(storage), bin_dir=bin_dir)
         host = stack.storage_host
         stack.processes.append(
-            host.start(stack.command("scaler_object_storage_server"), stack.storage_address, "-ll", "INFO")
+            host.start(
+                stack.command("scaler_object_storage_server"), stack.storage_address, "-ll", "INFO", *storage_args
+            )
         )
         stack.processes.append(
             host.start(

@@ -257,6 +257,7 @@ REQUESTS: dict[str, sm.StorageRequest] = {
         2, sm.Put(ObjectID(b"o" * 16), b"Client|abc", 1 << 33, "result of f", (1 << 20, (1 << 33) - (1 << 20)))
     ),
     "storage-put-sparse": sm.StorageRequest(2, sm.Put(ObjectID(b"o" * 16), b"", 0)),
+    "storage-put-turn": sm.StorageRequest(2, sm.Put(ObjectID(b"o" * 16), b"Client|abc", 10_000_000, "", (), True)),
     "storage-get": sm.StorageRequest(3, sm.Get(ObjectID(b"o" * 16))),
     "storage-delete": sm.StorageRequest(4, sm.Delete((ObjectID(b"a" * 16), ObjectID(b"b" * 16)))),
     "storage-delete-empty": sm.StorageRequest(4, sm.Delete(())),

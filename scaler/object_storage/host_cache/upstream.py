@@ -12,7 +12,10 @@ upstream names none, the object comes from the upstream itself. Either way it is
 (the one copy of the fetch: from the socket into shared memory), telling the service when the file is begun (the
 header names the frames: readers follow it from then on, another host's cache among them), how far it is written,
 and when it is whole (then adopted). An object under SEGMENT_FROM_BYTES is put into the store instead.
-An upload puts the frames the shell took from the store; a check asks `exists`.
+An upload puts the frames the shell took from the store; a large one first asks the upstream for its turn
+(upload_admission.py: the storage server admits the hosts' large uploads so that they are stored one after another
+when its link limits them); an upstream that gives no turns (an older one) is not asked again, and an ask that fails
+otherwise lets the upload go without it. A check asks `exists`.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any, Protocol
 
 from scaler.errors import IncompatiblePeerError, MissingObjects, ObjectStorageException, ObjectStorageFullError
 from scaler.io.sockets import TransportSecurity
+from scaler.object_storage.client_core import TurnsUnknown
 from scaler.object_storage.connection import ObjectInParts, ObjectStorageConnection
 from scaler.object_storage.host_cache.cache_rules import Check, Fetch
 from scaler.object_storage.segment_files import PUT_SUFFIX, layout, remove_file
@@ -123,6 +127,7 @@ class Upstream:
         self._timeout_seconds = timeout_seconds
         self._own_address = own_address
         self._said: set[str] = set()  #: sources whose failure was logged (once each)
+        self._turns = True  #: the upstream gives turns for large uploads (until it answers that it does not)
         self._jobs: queue.Queue[Job | None] = queue.Queue()
         self._large_uploads: queue.Queue[Job | None] = queue.Queue()
         self._threads = [
@@ -181,6 +186,8 @@ class Upstream:
         if isinstance(job, Fetch):
             self._fetch(connection, peers, job.object_id)
         elif isinstance(job, UploadJob):
+            if self._turns and upload_bytes(job) >= LARGE_UPLOAD_BYTES:
+                self._ask_turn(connection, job)
             status, reason = _upload(connection, job)
             self._on_loop(lambda: self._reports.uploaded(job.object_id, job.generation, status, reason))
         else:
@@ -190,6 +197,16 @@ class Upstream:
             except ObjectStorageException as error:
                 exists, reason = None, f"the upstream storage could not be asked: {error}"
             self._on_loop(lambda: self._reports.checked(job.object_id, exists, reason))
+
+    def _ask_turn(self, connection: ObjectStorageConnection, job: UploadJob) -> None:
+        """Wait for the upstream to admit the upload (upload_admission.py); without a turn, it goes anyway."""
+        try:
+            connection.ask_turn(job.object_id, upload_bytes(job), job.owner_id, job.name)
+        except TurnsUnknown as error:
+            self._turns = False
+            logger.info("host cache: %s; large results are uploaded without asking", error)
+        except ObjectStorageException as error:
+            logger.info("host cache: object %s is uploaded without its turn: %s", job.object_id.hex(), error)
 
     def _fetch(
         self, connection: ObjectStorageConnection, peers: dict[str, ObjectStorageConnection], object_id: bytes

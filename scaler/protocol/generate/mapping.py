@@ -254,7 +254,9 @@ STRUCTS = {
     ),
     "StorageHello": Struct(required="protocolVersion pythonVersion role"),
     "PutRequest": Struct(
-        name="Put", required="objectId ownerId totalBytes", fields={"frameBytes": Field(omit_empty=True)}
+        name="Put",
+        required="objectId ownerId totalBytes",
+        fields={"frameBytes": Field(omit_empty=True), "turn": Field(omit_empty=True)},
     ),
     "AdoptRequest": Struct(name="Adopt", required="objectId ownerId fileName totalBytes"),
     "StorageReply": Struct(
