@@ -67,25 +67,33 @@ BUSY = "print('busy', flush=True)\nwhile True: pass"
 
 
 class MachineLoad:
-    """A loaded machine, when the test runs loaded: two busy processes per core from `start()` to the end of the
-    test (the process watch stops them)."""
+    """A loaded machine, when the test runs loaded: two busy processes per core from `start()` to `stop()` (or the
+    end of the test: the process watch stops them)."""
 
     def __init__(self, is_loaded: bool, processes: ProcessWatch) -> None:
         self.is_loaded = is_loaded
         self._processes = processes
+        self._busy: list[subprocess.Popen[bytes]] = []
 
     def start(self) -> None:
         """Start the busy processes (when loaded) and return once each spins."""
         if not self.is_loaded:
             return
-        busy = [
+        self._busy = [
             self._processes.add(
                 subprocess.Popen([sys.executable, "-c", BUSY], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
             )
             for _ in range(2 * (os.cpu_count() or 1))
         ]
-        for popen in busy:
+        for popen in self._busy:
             assert popen.stdout is not None and popen.stdout.readline() == b"busy\n"
+
+    def stop(self) -> None:
+        """End the busy processes: what the test checks under load is over."""
+        for popen in self._busy:
+            popen.kill()
+        for popen in self._busy:
+            popen.wait()
 
 
 @pytest.fixture(params=[False, True], ids=["quiet", "loaded"])
@@ -179,6 +187,7 @@ def test_ctrl_c_stops_a_running_stack_with_workers_and_names_no_leftover(
             stack.remember()
             stack.ctrl_c_when("")
             assert stack.ended() == 0, stack.log()
+            load.stop()  # the launcher is done: the stop it made under load is over
             assert len(stack.seen) > 8, "the launcher, its 4 children, the manager's forker and its workers"
         del futures  # they fail with the stack (the client waits a minute for it): not looked at
         log = stack.log()
@@ -229,6 +238,7 @@ def test_ctrl_c_in_the_first_seconds_stops_the_stack_quietly(
     try:
         stack.ctrl_c_when(after)
         assert stack.ended() == 0, stack.log()
+        load.stop()  # the launcher is done: the stop it made under load is over
         log = stack.log()
         assert [word for word in NEVER if word in log] == [], log
         wait_all_gone(list(stack.seen.values()), "every process of the stack to end")
