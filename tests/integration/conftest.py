@@ -453,12 +453,12 @@ def launcher(processes: ProcessWatch, tmp_path: Path) -> Launcher:
 
 
 @contextlib.contextmanager
-def running_stack(log_dir: Path, workers: int = 1) -> Iterator[Addresses]:
+def running_stack(log_dir: Path, workers: int = 1, scheduler_args: tuple[str, ...] = ()) -> Iterator[Addresses]:
     """`Launcher.stack` for a block of code, typically a module-scoped fixture for the tests that leave the stack as
     they found it; after it none of its processes may be left."""
     watch = ProcessWatch()
     try:
-        addresses, _scheduler, _storage = Launcher(watch, log_dir).stack(workers=workers)
+        addresses, _scheduler, _storage = Launcher(watch, log_dir).stack(workers=workers, scheduler_args=scheduler_args)
         yield addresses
     finally:
         watch.stop_all()

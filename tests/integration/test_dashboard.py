@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import signal
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -23,10 +22,20 @@ import pytest
 
 from scaler import Client
 from scaler.io.address import free_tcp_port_block
-from tests.integration.conftest import Addresses, Launcher, Service, session_security, wait_for
+from tests.integration.conftest import (
+    Addresses,
+    Launcher,
+    Service,
+    monitor,
+    running_stack,
+    session_security,
+    wait_for,
+)
 from tests.integration.test_launcher import Stack
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+#: its module fixtures (a chromium, a stack) are made once: its tests share one test process (make test: --dist
+#: loadgroup)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180), pytest.mark.xdist_group("test_dashboard")]
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -78,6 +87,24 @@ def headless_chromium(folder: Path) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
+def module_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Addresses]:
+    """One stack of two workers for the module's tests that run tasks and read them on a dashboard of their own
+    (a fresh dashboard's task log holds only the test's tasks; the scheduler's counters run on over the module, so
+    these tests count from the figures they find)."""
+    with running_stack(tmp_path_factory.mktemp("dashboard-stack"), workers=2) as addresses:
+        yield addresses
+
+
+@pytest.fixture
+def idle_stack(module_stack: Addresses) -> Addresses:
+    """The module's stack once no task is queued or running (the tasks a test before cancelled are over, and
+    cannot move the counters a test reads)."""
+    with monitor(module_stack.monitor) as next_snapshot:
+        next_snapshot(lambda snapshot: snapshot.scheduler.queued == 0 and snapshot.scheduler.running == 0)
+    return module_stack
+
+
+@pytest.fixture(scope="module")
 def module_chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One chromium for the module's tests (a start is seconds); `browser` hands it to each test as new."""
     with headless_chromium(tmp_path_factory.mktemp("browser")) as driver:
@@ -113,22 +140,24 @@ def screenshot(driver: Any, name: str) -> None:
 
 
 @needs_browser
-def test_the_page_shows_the_workers_and_the_task_count_moving(launcher: Launcher, browser: Any) -> None:
-    addresses, _scheduler, _storage = launcher.stack(workers=2)
+def test_the_page_shows_the_workers_and_the_task_count_moving(
+    launcher: Launcher, idle_stack: Addresses, browser: Any
+) -> None:
+    addresses = idle_stack
     _service, url = start_dashboard(launcher, addresses)
     browser.get(url)
     wait_for(lambda: card(browser, "workers") == "2", "2 workers on the page")
     page_ids = sorted(texts(browser, "#workers tr td:first-child"))
     assert all(row_id.startswith("Worker|") for row_id in page_ids) and len(page_ids) == 2, page_ids
+    before = int(wait_for(lambda: card(browser, "success"), "the success count on the page"))
 
     with Client(address=addresses.scheduler) as client:
         futures = [client.submit(slow_square, x) for x in range(200)]
         seen = {card(browser, "success")}
-        while not all(future.done() for future in futures):
+        while concurrent.futures.wait(futures, timeout=0.1).not_done:  # read the card until the last one is done
             seen.add(card(browser, "success"))
-            time.sleep(0.1)
         assert [future.result() for future in futures] == [x * x for x in range(200)]
-    wait_for(lambda: card(browser, "success") == "200", "200 successes on the page")
+    wait_for(lambda: card(browser, "success") == str(before + 200), "200 more successes on the page")
     assert len(seen - {""}) >= 2, f"the success count moved while the tasks ran: {seen}"
     wait_for(lambda: texts(browser, "#timeline rect"), "task spans on the timeline")
     screenshot(browser, "dashboard.png")
@@ -179,14 +208,11 @@ def _dashboard_url(log: str) -> str:
     return ""
 
 
-def test_metrics_parse_and_count_a_known_map(launcher: Launcher) -> None:
+def test_metrics_parse_and_count_a_known_map(launcher: Launcher, idle_stack: Addresses) -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
-    addresses, _scheduler, _storage = launcher.stack(workers=2)
+    addresses = idle_stack
     _service, url = start_dashboard(launcher, addresses)
-    with Client(address=addresses.scheduler) as client:
-        assert len([client.submit(slow_square, x) for x in range(30)]) == 30
-        client.map(slow_square, range(30))  # 30 tasks (a small map goes one call per task)
 
     def samples() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         found = {}
@@ -196,11 +222,17 @@ def test_metrics_parse_and_count_a_known_map(launcher: Launcher) -> None:
         return found
 
     success = ("scaler_tasks_finished_total", (("state", "success"),))
-    wait_for(lambda: samples().get(success) == 60, "60 completed tasks in /metrics")
+    failed = ("scaler_tasks_finished_total", (("state", "failed"),))
+    before = wait_for(lambda: (found := samples()).get(("scaler_up", ())) == 1 and found, "the scheduler in /metrics")
+    with Client(address=addresses.scheduler) as client:
+        assert len([client.submit(slow_square, x) for x in range(30)]) == 30
+        client.map(slow_square, range(30))  # 30 tasks (a small map goes one call per task)
+
+    wait_for(lambda: samples().get(success) == before[success] + 60, "60 more completed tasks in /metrics")
     values = samples()
     assert values[("scaler_up", ())] == 1
     assert sum(value for (name, _labels), value in values.items() if name == "scaler_workers") == 2
-    assert values[("scaler_tasks_finished_total", (("state", "failed"),))] == 0
+    assert values[failed] == before[failed]
     assert values[("scaler_tasks", (("state", "queued"),))] == 0
     assert ("scaler_task_duration_seconds_count", ()) in values
     assert values[("scaler_scheduler_resident_memory_bytes", ())] > 0
@@ -345,19 +377,21 @@ return {values: axis._values, room: axis._size - axis.ticks.size - axis.gap, wid
 
 
 @needs_browser
-def test_no_card_of_the_page_is_cut_and_axis_values_leave_room_for_their_label(make_cluster: Any, browser: Any) -> None:
+def test_no_card_of_the_page_is_cut_and_axis_values_leave_room_for_their_label(
+    launcher: Launcher, idle_stack: Addresses, browser: Any
+) -> None:
     """issue 60, from screenshots: at 1280 pixels the Clients table's last column was cut (a client's id is long
     and no cell wrapped), at 1024 the Workers and Waiting tasks tables too; a memory axis's values ("953.7 MiB")
     ran into the axis's label ("memory"), the axis being 70 pixels whatever its values. Checked to fail before: the
     Clients card stuck out by about 60 pixels at 1280, and the values needed more room than the axis had. Each
     width loads the page afresh in a window of that width, as a user's would."""
-    cluster = make_cluster(n_workers=2, dashboard=True, heartbeat_interval_seconds=0.5)
-    with Client(address=cluster.get_address()) as client:
+    _service, url = start_dashboard(launcher, idle_stack)
+    with Client(address=idle_stack.scheduler) as client:
         assert client.map(slow_square, range(20)) == [x * x for x in range(20)]
         waiting = [client.submit(slow_square, x) for x in range(800)]  # queued a while: the Waiting tasks table
         for width in (1024, 1280):
             browser.set_window_size(width, 1000)
-            browser.get(cluster.dashboard_link)
+            browser.get(url)
             wait_for(lambda: all(len(texts(browser, f"#{table} td")) > 1 for table in ("clients", "workers",
                                                                                         "pending")),
                      "the client, the workers and the waiting tasks listed")  # fmt: skip
@@ -434,11 +468,11 @@ def hold_memory(megabytes: int) -> int:
     return len(held)
 
 
-def test_the_task_log_pages_sorts_and_filters_two_clients_tasks(launcher: Launcher) -> None:
+def test_the_task_log_pages_sorts_and_filters_two_clients_tasks(launcher: Launcher, idle_stack: Addresses) -> None:
     """Every task of two clients in /api/tasks, paged, sorted by each column and filtered by client, on a real
     stack. Checked by switching it off: with the client left off the feed's transitions (codec_monitor's
     clientId not written) every task showed one empty client and the test failed there."""
-    addresses, _scheduler, _storage = launcher.stack(workers=2)
+    addresses = idle_stack
     _service, url = start_dashboard(launcher, addresses)
     with Client(address=addresses.scheduler) as first, Client(address=addresses.scheduler, profiling=True) as second:
         squares = [first.submit(slow_square, x) for x in range(60)]
@@ -482,14 +516,16 @@ def test_the_task_log_pages_sorts_and_filters_two_clients_tasks(launcher: Launch
 
 
 @needs_browser
-def test_the_task_log_page_shows_rows_and_pages_through_them(launcher: Launcher, browser: Any) -> None:
+def test_the_task_log_page_shows_rows_and_pages_through_them(
+    launcher: Launcher, idle_stack: Addresses, browser: Any
+) -> None:
     """The page's task log draws a server page of rows, steps to the next one, and sorts on a header click; the
     clients table keeps a departed client with what it submitted; a click on a task shows its story, as the
     scheduler tells it (`/api/story`), and a task the scheduler forgot answers "forgotten", not an error. Checked
     by switching it off: with `loadTaskLog()` not called the table stayed empty and the first wait failed; with the
     click handler's `loadStory` call removed, the wait for the story's transitions failed; with `/api/story`
     left to the static files (404), that wait failed too."""
-    addresses, _scheduler, _storage = launcher.stack(workers=2)
+    addresses = idle_stack
     _service, url = start_dashboard(launcher, addresses)
     with Client(address=addresses.scheduler) as client:
         assert [f.result() for f in [client.submit(slow_square, x) for x in range(120)]] == [x * x for x in range(120)]
@@ -563,11 +599,11 @@ def fail_on_odd(x: int) -> int:
 
 
 @needs_browser
-def test_jobs_are_listed_on_the_page_and_in_api_jobs(launcher: Launcher, browser: Any) -> None:
+def test_jobs_are_listed_on_the_page_and_in_api_jobs(launcher: Launcher, idle_stack: Addresses, browser: Any) -> None:
     """A detached job (its submitter gone) in /api/jobs and in the page's jobs table, with its tasks done and
     failed. Checked by switching it off: with the jobs left off the status (codec_monitor writing no jobs)
     /api/jobs stays empty and the page says "no job"."""
-    addresses, _scheduler, _storage = launcher.stack(workers=1)
+    addresses = idle_stack
     _service, url = start_dashboard(launcher, addresses)
     with Client(address=addresses.scheduler) as client:
         job = client.map_job(fail_on_odd, range(6), name="nightly-risk")

@@ -26,6 +26,7 @@ from tests.integration.conftest import (
     Service,
     free_addresses,
     monitor,
+    running_stack,
     wait_for,
 )
 from tests.integration.kubernetes_harness import (  # noqa: F401 - the fixtures are used by name
@@ -37,12 +38,22 @@ from tests.integration.kubernetes_harness import (  # noqa: F401 - the fixtures 
 )
 from tests.integration.manager_harness import manager_of, workers_of
 
-pytestmark = [pytest.mark.integration, pytest.mark.kubernetes, pytest.mark.timeout(240)]
+#: its module fixtures (the rehearsal, a stack) are made once: its tests share one test process (make test: --dist
+#: loadgroup)
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.kubernetes,
+    pytest.mark.timeout(240),
+    pytest.mark.xdist_group("test_kubernetes_manager"),
+]
 #: Pods start in well under a second here; a worker's imports take longer on a loaded machine.
 SCALE_DEADLINE_SECONDS = 90.0
 MANAGER_LABEL = "scaler.io/worker-manager"
 #: scheduler address -> (scheduler, object storage) of the stacks `make_stack` started
 STACKS: dict[str, tuple[Service, Service]] = {}
+#: The scheduler's arguments, unless a test needs others.
+POLICY = "allocate=even_load; scaling=work; cooldown_seconds=60"
+SCHEDULER_ARGS = ("--policy-content", POLICY, "--worker-timeout-seconds", "10")
 
 
 def sleep_then_double(seconds: float, value: int) -> int:
@@ -58,15 +69,36 @@ def pod_name(_: int) -> str:
 
 @pytest.fixture
 def make_stack(launcher: Launcher, processes: ProcessWatch) -> Iterator[Callable[..., Addresses]]:
-    def make(policy: str = "allocate=even_load; scaling=work; cooldown_seconds=60") -> Addresses:
-        addresses, scheduler, storage = launcher.stack(
-            workers=0, scheduler_args=("--policy-content", policy, "--worker-timeout-seconds", "10")
-        )
+    """`make_stack(policy=None)`: object storage and a scheduler of the test's own (the module's arguments, with
+    another policy if given): a test that takes the stack down, or needs another policy."""
+
+    def make(policy: str | None = None) -> Addresses:
+        arguments = SCHEDULER_ARGS if policy is None else ("--policy-content", policy, *SCHEDULER_ARGS[2:])
+        addresses, scheduler, storage = launcher.stack(workers=0, scheduler_args=arguments)
         STACKS[addresses.scheduler] = (scheduler, storage)
         return addresses
 
     yield make
     processes.stop_all()
+
+
+@pytest.fixture(scope="module")
+def module_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Addresses]:
+    """Object storage and a scheduler for the module's tests that leave them as they found them: each test's manager
+    (of an id of its own, in a namespace of its own) is stopped, its pods deleted, by the end of the test."""
+    with running_stack(tmp_path_factory.mktemp("kubernetes-stack"), workers=0, scheduler_args=SCHEDULER_ARGS) as stack:
+        yield stack
+
+
+@pytest.fixture
+def shared_stack(module_stack: Addresses) -> Addresses:
+    """The module's stack once the test before has left it: no manager, no worker, no task queued or running."""
+    with monitor(module_stack.monitor) as next_snapshot:
+        next_snapshot(
+            lambda s: not s.managers and not s.workers and s.scheduler.queued == 0 and s.scheduler.running == 0,
+            SCALE_DEADLINE_SECONDS,
+        )
+    return module_stack
 
 
 def start_manager(
@@ -141,24 +173,27 @@ def test_tasks_run_in_labelled_pods_and_the_pods_follow_the_work_back_to_zero(
 
 @pytest.mark.parametrize("fault", ["deleted", "evicted", "oom-killed"])
 def test_a_pod_that_goes_mid_map_loses_no_task_is_named_and_replaced(
-    launcher: Launcher, make_stack: Callable[..., Addresses], rehearsal: Any, client: Any, namespace: str, fault: str
+    launcher: Launcher, shared_stack: Addresses, rehearsal: Any, client: Any, namespace: str, fault: str
 ) -> None:
-    addresses = make_stack()
-    manager = start_manager(launcher, rehearsal, addresses, namespace, "k8s-b", "-mtc", "2")
+    addresses = shared_stack
+    manager_id = f"k8s-b-{fault}"
+    manager = start_manager(launcher, rehearsal, addresses, namespace, manager_id, "-mtc", "2")
     with Client(addresses.scheduler) as scaler_client:
         futures = [scaler_client.submit(sleep_then_double, 1.0, n) for n in range(10)]
         first = wait_for(
-            lambda: len(running_pods(client, namespace, "k8s-b")) == 2 and running_pods(client, namespace, "k8s-b"),
+            lambda: (
+                len(running_pods(client, namespace, manager_id)) == 2 and running_pods(client, namespace, manager_id)
+            ),
             "two running pods",
             SCALE_DEADLINE_SECONDS,
         )
         victim = first[0]
         with monitor(addresses.monitor) as next_snapshot:  # both workers registered: tasks run on both
-            next_snapshot(lambda snapshot: len(workers_of(snapshot, "k8s-b")) == 2, SCALE_DEADLINE_SECONDS)
+            next_snapshot(lambda snapshot: len(workers_of(snapshot, manager_id)) == 2, SCALE_DEADLINE_SECONDS)
         injected = {"deleted": rehearsal.delete_pod, "evicted": rehearsal.evict_pod, "oom-killed": rehearsal.oom_kill}
         assert injected[fault](namespace, victim)
         replaced = wait_for(
-            lambda: victim not in (now := running_pods(client, namespace, "k8s-b")) and len(now) == 2 and now,
+            lambda: victim not in (now := running_pods(client, namespace, manager_id)) and len(now) == 2 and now,
             "a replacement pod",
             SCALE_DEADLINE_SECONDS,
         )
@@ -179,9 +214,9 @@ def test_a_pod_that_goes_mid_map_loses_no_task_is_named_and_replaced(
 
 
 def test_unschedulable_pods_are_shown_counted_as_pending_and_capped(
-    launcher: Launcher, make_stack: Callable[..., Addresses], rehearsal: Any, client: Any, namespace: str
+    launcher: Launcher, shared_stack: Addresses, rehearsal: Any, client: Any, namespace: str
 ) -> None:
-    addresses = make_stack()
+    addresses = shared_stack
     manager = start_manager(
         launcher, rehearsal, addresses, namespace, "k8s-c", "-mtc", "6", "--k8s-cpu", "16", "--max-waiting-units", "2"
     )
@@ -197,13 +232,8 @@ def test_unschedulable_pods_are_shown_counted_as_pending_and_capped(
         assert summary is not None
         (wait,) = summary.waits
         assert wait.message == "0/1 nodes are available: 1 Insufficient cpu."
-        assert (
-            summary.pending_units >= 1
-            and "max_waiting_units"
-            in next_snapshot(lambda s: bool(getattr(manager_of(s, "k8s-c"), "held", "")), SCALE_DEADLINE_SECONDS)
-            .managers[0]
-            .held
-        )
+        held = next_snapshot(lambda s: bool(getattr(manager_of(s, "k8s-c"), "held", "")), SCALE_DEADLINE_SECONDS)
+        assert summary.pending_units >= 1 and "max_waiting_units" in getattr(manager_of(held, "k8s-c"), "held", "")
         assert len(pods(client, namespace, "k8s-c")) == 2  # capped: six wanted, two wait
         for future in futures:
             future.cancel()
@@ -213,9 +243,9 @@ def test_unschedulable_pods_are_shown_counted_as_pending_and_capped(
 
 
 def test_an_image_that_cannot_be_pulled_is_named_and_not_retried_forever(
-    launcher: Launcher, make_stack: Callable[..., Addresses], rehearsal: Any, client: Any, namespace: str
+    launcher: Launcher, shared_stack: Addresses, rehearsal: Any, client: Any, namespace: str
 ) -> None:
-    addresses = make_stack()
+    addresses = shared_stack
     manager = start_manager(
         launcher,
         rehearsal,
@@ -232,7 +262,7 @@ def test_an_image_that_cannot_be_pulled_is_named_and_not_retried_forever(
         snapshot = next_snapshot(
             lambda s: "can never start" in getattr(manager_of(s, "k8s-d"), "held", ""), SCALE_DEADLINE_SECONDS
         )
-        held = snapshot.managers[0].held
+        held = getattr(manager_of(snapshot, "k8s-d"), "held", "")
         assert "ErrImagePull" in held or "ImagePullBackOff" in held, held
         wait_for(lambda: not pods(client, namespace), "the pod that cannot start to be deleted")
         future.cancel()
@@ -376,9 +406,9 @@ async def _until(backend: Any, check: Callable[[dict[str, Any]], bool], what: st
 
 
 def test_a_restarted_manager_adopts_the_pods_of_its_predecessor(
-    launcher: Launcher, make_stack: Callable[..., Addresses], rehearsal: Any, client: Any, namespace: str
+    launcher: Launcher, shared_stack: Addresses, rehearsal: Any, client: Any, namespace: str
 ) -> None:
-    addresses = make_stack()
+    addresses = shared_stack
     first = start_manager(launcher, rehearsal, addresses, namespace, "k8s-f", "-mtc", "2")
     with Client(addresses.scheduler) as scaler_client:
         scaler_client.map(sleep_then_double, [0.2] * 4, range(4))

@@ -62,13 +62,43 @@ def terminal(tmp_path: Path) -> Iterator[Terminal]:
         opened.close()
 
 
+#: A busy process: says it runs, then spins.
+BUSY = "print('busy', flush=True)\nwhile True: pass"
+
+
+class MachineLoad:
+    """A loaded machine, when the test runs loaded: two busy processes per core from `start()` to `stop()` (or the
+    end of the test: the process watch stops them)."""
+
+    def __init__(self, is_loaded: bool, processes: ProcessWatch) -> None:
+        self.is_loaded = is_loaded
+        self._processes = processes
+        self._busy: list[subprocess.Popen[bytes]] = []
+
+    def start(self) -> None:
+        """Start the busy processes (when loaded) and return once each spins."""
+        if not self.is_loaded:
+            return
+        self._busy = [
+            self._processes.add(
+                subprocess.Popen([sys.executable, "-c", BUSY], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+            )
+            for _ in range(2 * (os.cpu_count() or 1))
+        ]
+        for popen in self._busy:
+            assert popen.stdout is not None and popen.stdout.readline() == b"busy\n"
+
+    def stop(self) -> None:
+        """End the busy processes: what the test checks under load is over."""
+        for popen in self._busy:
+            popen.kill()
+        for popen in self._busy:
+            popen.wait()
+
+
 @pytest.fixture(params=[False, True], ids=["quiet", "loaded"])
-def load(request: pytest.FixtureRequest, processes: ProcessWatch) -> bool:
-    """A loaded machine: two busy processes per core, for the test's length (the process watch stops them)."""
-    if request.param:
-        for _ in range(2 * (os.cpu_count() or 1)):
-            processes.add(subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL))
-    return bool(request.param)
+def load(request: pytest.FixtureRequest, processes: ProcessWatch) -> MachineLoad:
+    return MachineLoad(bool(request.param), processes)
 
 
 def local_stack(tmp_path: Path) -> tuple[Path, str, str]:
@@ -142,8 +172,10 @@ def slow(x: int) -> int:
 
 
 def test_ctrl_c_stops_a_running_stack_with_workers_and_names_no_leftover(
-    terminal: Terminal, tmp_path: Path, load: bool
+    terminal: Terminal, tmp_path: Path, load: MachineLoad
 ) -> None:
+    """The stop is what runs loaded: the machine is loaded from just before the Ctrl-C (a start-up under load is the
+    first seconds' test)."""
     path, scheduler, monitor = local_stack(tmp_path)
     stack = TerminalStack(terminal, path)
     try:
@@ -151,9 +183,11 @@ def test_ctrl_c_stops_a_running_stack_with_workers_and_names_no_leftover(
         with Client(scheduler, timeout_seconds=60) as client:
             futures = [client.submit(slow, x) for x in range(40)]  # the manager starts its 4 workers
             wait_for_workers(monitor, 4, COLD_START_SECONDS)
+            load.start()
             stack.remember()
             stack.ctrl_c_when("")
             assert stack.ended() == 0, stack.log()
+            load.stop()  # the launcher is done: the stop it made under load is over
             assert len(stack.seen) > 8, "the launcher, its 4 children, the manager's forker and its workers"
         del futures  # they fail with the stack (the client waits a minute for it): not looked at
         log = stack.log()
@@ -196,13 +230,15 @@ def test_a_second_ctrl_c_stops_now_and_says_so_once(terminal: Terminal, tmp_path
     ids=["first-child", "storage-up", "scheduler-up", "dashboard-up"],
 )
 def test_ctrl_c_in_the_first_seconds_stops_the_stack_quietly(
-    terminal: Terminal, tmp_path: Path, load: bool, after: str
+    terminal: Terminal, tmp_path: Path, load: MachineLoad, after: str
 ) -> None:
+    load.start()
     path, _scheduler, _monitor = local_stack(tmp_path)
     stack = TerminalStack(terminal, path)
     try:
         stack.ctrl_c_when(after)
         assert stack.ended() == 0, stack.log()
+        load.stop()  # the launcher is done: the stop it made under load is over
         log = stack.log()
         assert [word for word in NEVER if word in log] == [], log
         wait_all_gone(list(stack.seen.values()), "every process of the stack to end")

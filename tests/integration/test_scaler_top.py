@@ -21,14 +21,17 @@ from tests.integration.conftest import (
     Addresses,
     Launcher,
     free_addresses,
+    monitor,
     running_stack,
     session_security,
     wait_for,
 )
 
+#: its module fixtures are made once: its tests share one test process (make test: --dist loadgroup)
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.timeout(120),
+    pytest.mark.xdist_group("test_scaler_top"),
     pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (make test installs it)"),
 ]
 
@@ -73,9 +76,10 @@ def terminal(tmp_path: Path) -> Iterator[Terminal]:
 
 
 @pytest.fixture(scope="module")
-def one_worker_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Addresses]:
-    """One stack with one worker for the module's tests that only read its monitor or are refused by it."""
-    with running_stack(tmp_path_factory.mktemp("one-worker-stack")) as addresses:
+def two_worker_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Addresses]:
+    """One stack with two workers for the module's tests that run tasks on it, read its monitor or are refused by
+    it (its counters run on over the module: a test counts from the figures it finds)."""
+    with running_stack(tmp_path_factory.mktemp("two-worker-stack"), workers=2) as addresses:
         yield addresses
 
 
@@ -83,15 +87,17 @@ def identity(x: int) -> int:
     return x
 
 
-def test_top_shows_a_live_cluster_sorts_and_quits_cleanly(launcher: Launcher, terminal: Terminal) -> None:
-    addresses, _scheduler, _storage = launcher.stack(workers=2)
+def test_top_shows_a_live_cluster_sorts_and_quits_cleanly(two_worker_stack: Addresses, terminal: Terminal) -> None:
+    addresses = two_worker_stack
+    with monitor(addresses.monitor) as next_snapshot:  # what the tests before ran is over: the count is the test's
+        idle = next_snapshot(lambda snapshot: snapshot.scheduler.queued == 0 and snapshot.scheduler.running == 0)
     with Client(address=addresses.scheduler) as client:
         assert [future.result() for future in [client.submit(identity, x) for x in range(500)]] == list(range(500))
     terminal.type("stty -g > settings-before; clear", "Enter")
     terminal.type(f"{BIN_DIR / 'scaler_top'} {addresses.monitor}", "Enter")
     screen = terminal.shows("Total 2 worker(s)")
     assert "[worker]" in screen and "task_manager" in screen
-    screen = terminal.shows("success     500")
+    screen = terminal.shows(f"success {idle.scheduler.succeeded + 500:>7,}")
     folder = os.environ.get("SCALER_SCREENSHOTS")
     if folder:  # the screen docs/monitoring.md shows
         Path(folder).mkdir(parents=True, exist_ok=True)
@@ -106,13 +112,13 @@ def test_top_shows_a_live_cluster_sorts_and_quits_cleanly(launcher: Launcher, te
     terminal.shows("TERMINAL-SANE")
 
 
-def test_top_shows_each_workers_memory_against_its_limit(one_worker_stack: Addresses, terminal: Terminal) -> None:
+def test_top_shows_each_workers_memory_against_its_limit(two_worker_stack: Addresses, terminal: Terminal) -> None:
     """The mem, limit and mem% columns of a live worker: a figure, the machine's memory (no cgroup limit here) and
     the share; `u` sorts by the share. Checked by switching it off: with the worker reporting no memory (the
     heartbeat's memory fields left 0) the limit column shows "-" and the test fails."""
-    addresses = one_worker_stack
+    addresses = two_worker_stack
     terminal.type(f"{BIN_DIR / 'scaler_top'} {addresses.monitor}", "Enter")
-    screen = terminal.shows("Total 1 worker(s)")
+    screen = terminal.shows("Total 2 worker(s)")
     assert " mem " in screen and " limit " in screen and " mem% " in screen
     limit = find_memory_limit()
     shown_limit = size(limit.limit_bytes) + ("" if limit.source == "machine" else "*")
@@ -140,16 +146,16 @@ def test_top_survives_the_scheduler_going_away_and_coming_back(launcher: Launche
 
 
 def test_top_quits_on_ctrl_c_even_when_started_with_sigint_ignored(
-    one_worker_stack: Addresses, terminal: Terminal
+    two_worker_stack: Addresses, terminal: Terminal
 ) -> None:
     """A program started from a non-interactive shell's `&`, nohup or a test runner inherits SIGINT ignored, and
     Python then raises no KeyboardInterrupt: scaler_top sets its own handler so that Ctrl-C still quits and leaves
     the terminal as it was. Checked by switching it off: without the handler (run_top's signal.signal) the screen
     runs on after Ctrl-C and the test fails waiting for TOP-ENDED."""
-    addresses = one_worker_stack
+    addresses = two_worker_stack
     terminal.type("stty -g > settings-before; clear", "Enter")
     terminal.type(f"(trap '' INT; exec {BIN_DIR / 'scaler_top'} {addresses.monitor}); echo TOP-ENDED $?", "Enter")
-    terminal.shows("Total 1 worker(s)")
+    terminal.shows("Total 2 worker(s)")
     terminal.type("C-c")
     terminal.shows("TOP-ENDED 0")
     terminal.type("stty -g > settings-after; cmp settings-before settings-after && echo TERMINAL-SANE", "Enter")
@@ -157,12 +163,12 @@ def test_top_quits_on_ctrl_c_even_when_started_with_sigint_ignored(
 
 
 def test_top_with_another_users_keys_names_the_export_that_fixes_it(
-    one_worker_stack: Addresses, terminal: Terminal, tmp_path: Path
+    two_worker_stack: Addresses, terminal: Terminal, tmp_path: Path
 ) -> None:
     """issue 60: scaler_top given the keys of another user (their own server and client pairs) said what was wrong,
     not what to do: it names `scaler_keygen export DIR --role client` (troubleshooting.md's answer) and the flags
     that take its files. Checked to fail before: the line ended at "started with --insecure)"."""
-    addresses = one_worker_stack
+    addresses = two_worker_stack
     other = tmp_path / "other-users-keys"
     for name in ("server", "client"):
         subprocess.run([str(BIN_DIR / "scaler_keygen"), str(other), name], check=True, capture_output=True)
@@ -178,13 +184,13 @@ def test_top_with_another_users_keys_names_the_export_that_fixes_it(
 
 
 def test_top_as_another_user_says_its_keys_are_refused_within_seconds(
-    one_worker_stack: Addresses, terminal: Terminal, tmp_path: Path
+    two_worker_stack: Addresses, terminal: Terminal, tmp_path: Path
 ) -> None:
     """issue 77, item 9: scaler_top run by another user (their own keys, found in their own folder; none of this
     stack's connection files) ends with the refusal and exit code 2 after a refusal in passing (3 s), no longer after
     the 30 s a reader waits for a stack it has read to publish other keys (test_connecting_sides.py checks the
     mechanism with that wait made an hour)."""
-    addresses = one_worker_stack
+    addresses = two_worker_stack
     other = tmp_path / "another-user"
     terminal.type(
         f"XDG_CONFIG_HOME={other} {BIN_DIR / 'scaler_top'} {addresses.monitor} 2> top.err; echo TOP-ENDED $?", "Enter"
@@ -202,11 +208,11 @@ def fail_on_odd(x: int) -> int:
 
 
 def test_top_lists_a_detached_job_with_its_progress_failures_and_owner(
-    one_worker_stack: Addresses, terminal: Terminal
+    two_worker_stack: Addresses, terminal: Terminal
 ) -> None:
     """A job whose submitter has left, on the screen with its tasks done and failed and its submitter gone. Checked
     by switching it off: with the jobs left off the status (codec_monitor writing no jobs) no row appears."""
-    addresses = one_worker_stack
+    addresses = two_worker_stack
     with Client(address=addresses.scheduler) as client:
         job = client.map_job(fail_on_odd, range(6), name="nightly-risk")
         concurrent.futures.wait(job.futures)
@@ -220,18 +226,18 @@ def test_top_lists_a_detached_job_with_its_progress_failures_and_owner(
 
 
 def test_top_at_a_1_x_default_monitor_name_shows_the_scheduler_at_its_port_plus_2(
-    one_worker_stack: Addresses, terminal: Terminal
+    two_worker_stack: Addresses, terminal: Terminal
 ) -> None:
     """Seed 002's `scaler_top ipc:///tmp/127.0.0.1_2345_monitor` for a scheduler at tcp://127.0.0.1:2345 (here a free
     port): no such socket exists, so the screen reads the scheduler's monitor at its port + 2, and says so. Checked by
     switching it off: with `monitor_address_to_read` returning the address as given, the screen waits for a status
     forever and the test fails waiting for the worker."""
-    addresses = one_worker_stack
+    addresses = two_worker_stack
     name = f"ipc:///tmp/127.0.0.1_{addresses.scheduler.rpartition(':')[2]}_monitor"
     assert not Path(name.removeprefix("ipc://")).exists()
     terminal.type("clear", "Enter")
     terminal.type(f"{BIN_DIR / 'scaler_top'} {name}; echo TOP-ENDED $?", "Enter")
-    screen = terminal.shows("Total 1 worker(s)")
+    screen = terminal.shows("Total 2 worker(s)")
     assert "task_manager" in screen
     terminal.type("q")
     screen = terminal.shows("TOP-ENDED 0")

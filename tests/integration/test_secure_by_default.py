@@ -43,7 +43,8 @@ from tests.integration.conftest import (
     wait_for_workers,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+#: its module fixtures are made once: its tests share one test process (make test: --dist loadgroup)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120), pytest.mark.xdist_group("test_secure_by_default")]
 
 
 @pytest.fixture(scope="module")

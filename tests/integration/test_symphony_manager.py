@@ -9,6 +9,7 @@ proxy), soamapi missing (exit code 2 naming it), and `scaler config/symphony.tom
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -33,11 +34,13 @@ from tests.integration.conftest import (
     is_alive,
     pid_is_alive,
     probe_scheduler,
+    running_stack,
     wait_for,
 )
 from tests.integration.test_launcher import Stack, stack_file
 
-pytestmark = pytest.mark.integration
+#: its module fixtures are made once: its tests share one test process (make test: --dist loadgroup)
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_symphony_manager")]
 
 FAKE_SOAMAPI = Path(__file__).resolve().parents[1] / "fake_soamapi"
 SERVICE_NAME = "ScalerService"
@@ -113,16 +116,35 @@ class SymphonyStack:
         return processes_running(SERVICE_MODULE, self.control_dir)
 
 
+@pytest.fixture(scope="module")
+def scheduler_of(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[tuple[str, ...]], Addresses]]:
+    """`scheduler_of(policy)`: object storage and a scheduler of that policy, made when a test first asks, for the
+    module's tests: each test's manager (and its fake Symphony) is stopped and all of it gone before the next test."""
+    made: dict[tuple[str, ...], Addresses] = {}
+    with contextlib.ExitStack() as stacks:
+
+        def scheduler(policy: tuple[str, ...]) -> Addresses:
+            if policy not in made:
+                folder = tmp_path_factory.mktemp("symphony-stack")
+                made[policy] = stacks.enter_context(running_stack(folder, workers=0, scheduler_args=policy))
+            return made[policy]
+
+        yield scheduler
+
+
 @pytest.fixture
-def make_symphony(launcher: Launcher, tmp_path: Path) -> Iterator[Callable[..., SymphonyStack]]:
-    """`make_symphony(*manager_args, policy=SCALING)`: object storage, scheduler (vanilla scaling unless told) and a
-    Symphony manager of 4 slots on the fake; the manager is stopped afterwards and no process of it may be left."""
+def make_symphony(
+    launcher: Launcher, tmp_path: Path, scheduler_of: Callable[[tuple[str, ...]], Addresses]
+) -> Iterator[Callable[..., SymphonyStack]]:
+    """`make_symphony(*manager_args, policy=SCALING)`: a Symphony manager of 4 slots on the fake, for the module's
+    object storage and scheduler of that policy (vanilla scaling unless told); the manager is stopped afterwards and
+    no process of it may be left."""
     control_dir = tmp_path / "fake-symphony"
     control_dir.mkdir()
     managers: list[Service] = []
 
     def make(*manager_args: str, policy: tuple[str, ...] = SCALING) -> SymphonyStack:
-        addresses, _scheduler, _storage = launcher.stack(workers=0, scheduler_args=policy)
+        addresses = scheduler_of(policy)
         manager = launcher.start(
             "scaler_worker_manager", "symphony", addresses.scheduler, "--service-name", SERVICE_NAME, "-mtc", "4",
             "-wmi", "symphony", "-his", "1", "-ll", "INFO", *manager_args, env=fake_symphony_environment(control_dir),
