@@ -6,7 +6,9 @@ message builder, a field set per field and a copy out, about 15 us a task here, 
 task. These writers lay the words out as pycapnp does (Cap'n Proto's unpacked encoding, one segment, each blob
 allocated after the struct in the order the generated writer sets it), so a frame is the same whichever wrote it
 (tests/unit/test_task_frames.py compares them). A value outside that shape (capabilities, a graph's fields, an actor's
-start, forwarded logging) is not written here: the callers fall back to the generated codec (None).
+start, forwarded logging) is not written here: the callers fall back to the generated codec (None). The scheduler
+writes each task it dispatches again (it keeps no frame of a queued task): a plain task's words but two are the same
+for every task of one function, priority and stream credit, so they are packed once for those (`_HEADS`).
 """
 
 from __future__ import annotations
@@ -95,12 +97,69 @@ def task_frame(task: m.Task) -> bytes | None:
     written by the generated codec)."""
     if task.capabilities or task.graph_id or task.dependencies or task.inputs or task.actor is not None:
         return None
+    task_id, client_id, body = task.task_id, task.client_id, task.body
+    id_size, client_size, body_size = len(task_id), len(client_id), len(body)
+    if task.actor_id or task.large_inputs:
+        return _task_frame(task, id_size, client_size, body_size)
+    # the common task: its words but the segment's size and the body's pointer are those of its function, priority,
+    # stream credit and id sizes (the same for a client's tasks of one function), made once for them
+    key = (task.function_name, task.priority, task.stream_credit, id_size, client_size)
+    known = _HEADS.get(key)
+    if known is None:
+        known = _head(*key)
+    words, name, body_at = known
+    end = body_at + ((body_size + 7) >> 3)
+    body_pointer = ((body_at - 9) << 2) | 1 | ((_BYTE_LIST | (body_size << 3)) << 32)
+    return b"".join(
+        (
+            _SEGMENT.pack(0, end), words, _WORD.pack(body_pointer), _NO_POINTERS, task_id, _PAD[id_size & 7], client_id,
+            _PAD[client_size & 7], name, body, _PAD[body_size & 7],
+        )
+    )  # fmt: skip
+
+
+_SEGMENT = struct.Struct("<II")  #: the segment table of a one-segment message: 0 (one segment), its size in words
+_COMMON_WORDS = struct.Struct("<8Q")  #: root pointer, Message's data and pointer, Task's data, its first 4 pointers
+_NO_POINTERS = bytes(6 * 8)  #: Task's pointers after its body's: none set in the common task
+#: the common task's words by (function name, priority, stream credit, task id size, client id size), with its function
+#: name's blob (padded) and the word its body starts at (`_head`)
+_HEADS: dict[tuple[str, int, int, int, int], tuple[bytes, bytes, int]] = {}
+MAX_HEADS = 1024  #: kinds of common task kept (past it the table starts again)
+
+
+def _head(
+    function_name: str, priority: int, stream_credit: int, id_size: int, client_size: int
+) -> tuple[bytes, bytes, int]:
+    """The words of a common task of this kind before its body's pointer, its name's blob padded to a word, and the
+    word its body starts at; kept in `_HEADS`."""
+    name = function_name.encode() + b"\0"
+    name_size = len(name)
+    client_at = 15 + ((id_size + 7) >> 3)
+    name_at = client_at + ((client_size + 7) >> 3)
+    body_at = name_at + ((name_size + 7) >> 3)
+    words = _COMMON_WORDS.pack(
+        _MESSAGE_ROOT, _MESSAGE_TASK, _TASK_POINTER, (priority & 0xFFFFFFFF) | (stream_credit << 32),
+        ((15 - 5) << 2) | 1 | ((_BYTE_LIST | (id_size << 3)) << 32),
+        ((client_at - 6) << 2) | 1 | ((_BYTE_LIST | (client_size << 3)) << 32),
+        ((name_at - 7) << 2) | 1 | ((_BYTE_LIST | (name_size << 3)) << 32),
+        0,
+    )  # fmt: skip
+    if len(_HEADS) >= MAX_HEADS:
+        _HEADS.clear()
+    made = _HEADS[(function_name, priority, stream_credit, id_size, client_size)] = (
+        words, name + _PAD[name_size & 7], body_at
+    )  # fmt: skip
+    return made
+
+
+def _task_frame(task: m.Task, id_size: int, client_size: int, body_size: int) -> bytes:
+    """`task_frame` of a task with an actor's call's id or large inputs, each word written for it."""
     # words after the segment table: 0 the root pointer, 1 Message's data, 2 its pointer, 3 Task's data, 4-14 its
     # pointers (taskId 4, clientId 5, functionName 6, body 8, actorId 12, largeInputs 14), then the blobs in the order
     # they are set
     task_id, client_id, body, actor_id = task.task_id, task.client_id, task.body, task.actor_id
     name = task.function_name.encode() + b"\0"
-    id_size, client_size, name_size, body_size = len(task_id), len(client_id), len(name), len(body)
+    name_size = len(name)
     client_at = 15 + ((id_size + 7) >> 3)
     name_at = client_at + ((client_size + 7) >> 3)
     body_at = name_at + ((name_size + 7) >> 3)

@@ -304,10 +304,10 @@ class SchedulerServer:
             try:
                 if isinstance(effect, Send):
                     message = effect.message
-                    is_echo = type(message) is m.HeartbeatEcho
-                    frame = self._echo_frame(message) if is_echo else encode(message)  # type: ignore[arg-type]
+                    kind = type(message)
+                    frame = self._echo_frame(message) if kind is m.HeartbeatEcho else encode(message)  # type: ignore[arg-type]
                     send(effect.peer, frame, effect.may_wait)
-                    name = type(effect.message).__name__
+                    name = kind.__name__
                     counted = counts.get(name)  # `_count(name, 0)` inline: it runs for every message sent
                     if counted is None:
                         counted = counts[name] = [0, 0]

@@ -112,7 +112,10 @@ class WorkerRecord:
         one it computes, about STAGING_SECONDS of them."""
         average = self.run_seconds
         self.run_seconds = average = seconds if average is None else 0.8 * average + 0.2 * seconds
-        depth = min(MAX_STAGED, int(STAGING_SECONDS / max(average, 1e-6)))
+        # min(MAX_STAGED, int(STAGING_SECONDS / max(average, 1e-6))), without the calls: on the path of every result
+        depth = int(STAGING_SECONDS / average) if average > 1e-6 else int(STAGING_SECONDS / 1e-6)
+        if depth > MAX_STAGED:
+            depth = MAX_STAGED
         slow = average >= STAGED_WAIT_SECONDS
         if depth != self.depth or slow != self.slow:  # what it offers changed (the common case: it did not)
             self.depth, self.slow = depth, slow

@@ -26,7 +26,7 @@ A slot's states, one table (`GRANTS`): none -> GRANTED (planned) -> FILLED (a ta
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from scaler.protocol.ids import PeerID, TaskID
 from scaler.protocol.messages import PRIORITY_DEPTH_BITS
@@ -42,6 +42,8 @@ GRANT_WAIT_SECONDS = STAGED_WAIT_SECONDS
 #: How often, at most, the workers are looked at for a slot while nested tasks are queued (rule 1): a cluster busy
 #: with nested work keeps its children waiting for slots of the usual kind, and a scan per step would cost it.
 PLAN_PERIOD_SECONDS = 0.25
+#: What `Preemption.step` returns on a step that changes no worker's slots
+_NONE_CHANGED: tuple[WorkerRecord, ...] = ()
 
 
 class SlotState(enum.Enum):
@@ -141,10 +143,12 @@ class Preemption:
                 return _move(worker, depth, SlotEvent.LEAVE, task_id)
         return False
 
-    def step(self, tasks: TaskTable, workers: dict[PeerID, WorkerRecord], now: float) -> list[WorkerRecord]:
+    def step(self, tasks: TaskTable, workers: dict[PeerID, WorkerRecord], now: float) -> Sequence[WorkerRecord]:
         """The workers whose preemption slots changed now (usually none)."""
-        changed: list[WorkerRecord] = []
         nested = tasks.queue.nested_queued  # `has_nested`'s count, read without a call: this runs on every step
+        if not nested and not self._granted:
+            return _NONE_CHANGED  # the common step: no nested task queued, no slot granted
+        changed: list[WorkerRecord] = []
         if self._granted and not nested:
             for peer in self._granted:
                 worker = workers.get(peer)

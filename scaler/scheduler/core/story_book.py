@@ -62,6 +62,8 @@ class _Span:
 #: The header: its dispatch queue key (which waiting reasons are its own), its entries so far (what ENTRIES_PER_TASK
 #: bounds), the entries left out, the monotonic time it ended (finished stories), its task id.
 _Story = list[Any]
+#: `_live_story`'s caller has not looked the task up in `_live`
+_UNSEEN = object()
 _KEY, _SIZE, _DROPPED, _ENDED_AT, _TASK_ID = range(5)
 _HEADER = 5
 #: A live story of one entry, its opening (queue key, wall time, what, cause): made from the task's record (`openings`,
@@ -210,9 +212,11 @@ class StoryBook:
         if self.enabled and task_id not in self._live:
             self._live[task_id] = (key, wall_time, _PLAIN.get(what, what), cause)
 
-    def _live_story(self, task_id: TaskID, keep: bool = True) -> _Story | None:
-        """A live task's story as a list (a seed, or its opening, grown into one; `keep`: kept as such)."""
-        story = self._live.get(task_id)
+    def _live_story(self, task_id: TaskID, keep: bool = True, story: object = _UNSEEN) -> _Story | None:
+        """A live task's story as a list (a seed, or its opening, grown into one; `keep`: kept as such). `story`: what
+        `_live` holds for it (None: nothing), when the caller looked already."""
+        if story is _UNSEEN:
+            story = self._live.get(task_id)
         if story is None and self.enabled:
             story = self.openings(task_id)
         if type(story) is tuple:
@@ -227,7 +231,7 @@ class StoryBook:
     ) -> None:
         story = self._live.get(task_id)  # the common case, a live task's story grown into a list, without a call
         if type(story) is not list:
-            story = self._live_story(task_id)
+            story = self._live_story(task_id, story=story)
         if story is None:
             if self._reopened(task_id):
                 self.note(task_id, wall_time, what, where, cause)
@@ -265,7 +269,7 @@ class StoryBook:
             self._thaw()
         story = self._live.get(task_id)  # as in `note`
         if type(story) is not list:
-            story = self._live_story(task_id)
+            story = self._live_story(task_id, story=story)
         if story is None:
             story = _new_story(task_id)
         else:
@@ -307,7 +311,7 @@ class StoryBook:
             return
         story = self._live.get(task_id)  # as in `note`
         if type(story) is not list:
-            story = self._live_story(task_id)
+            story = self._live_story(task_id, story=story)
         if story is None:
             if self._reopened(task_id):
                 self.ran(task_id, worker, attempt, result)

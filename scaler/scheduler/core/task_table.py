@@ -16,6 +16,7 @@ Invariants:
 
 from __future__ import annotations
 
+from scaler.protocol.frozen_values import constructor
 from scaler.protocol.ids import ClientID, GraphID, ObjectID, TaskID
 from scaler.protocol.messages import ActorSpec, Capabilities, Task, TaskTransition
 from scaler.scheduler.core.dispatch_queue import HELD_INDEX, DispatchQueue
@@ -39,6 +40,8 @@ _END_INDEX = {"success": 3, "canceled": 5}
 _FAILED_INDEX = 4
 
 
+#: A transition made as `TaskTransition(...)` makes it, each slot set through its member descriptor (a few per task)
+_new_transition = constructor(TaskTransition)
 #: A client's list of task ids is looked at for ids of ended tasks every this many submissions, and on each end
 #: once it is longer (a power of two)
 COMPACTED_EVERY = 1024
@@ -102,21 +105,23 @@ class TaskTable:
         return self.records.get(task_id)
 
     def add(self, task: Task, state: TaskState, now: float, cause: Words = "") -> TaskRecord:
-        offset = self.wall_offset
+        offset, openings = self.wall_offset, self._openings
         if now != self._step_now or offset != self._step_offset:  # a new step: new openings (one per state and
             self._step_now, self._step_offset = now, offset  # cause) and their traits
-            self._openings.clear()
-        shared = self._openings.get((state, cause))
+            openings.clear()
+            shared = None
+        else:
+            shared = openings.get((state, cause))
         if shared is None:
-            if len(self._openings) >= MAX_SHARED_TRAITS:
-                self._openings.clear()
-            shared = self._openings[(state, cause)] = ((now, now + offset, state, cause), {})
+            if len(openings) >= MAX_SHARED_TRAITS:
+                openings.clear()
+            shared = openings[(state, cause)] = ((now, now + offset, state, cause), {})
         opening, alike = shared
         key = (
             task.function_name, task.priority, task.capabilities, task.stream_credit, task.actor, task.graph_id,
             task.large_inputs,
         )  # fmt: skip
-        traits = alike.get(key)
+        traits = alike.get(key) if alike else None  # a new opening's are made now
         if traits is None:
             if len(alike) >= MAX_SHARED_TRAITS:
                 alike.clear()
@@ -192,12 +197,13 @@ class TaskTable:
             self.actor_starts_ended += 1
         self.live_counts[record.state] -= 1
         was = _LIVE_INDEX[record.state]
-        self._move(record, was, _END_INDEX.get(ending, _FAILED_INDEX))
+        counts = self._move(record, was, _END_INDEX.get(ending, _FAILED_INDEX))
         owned = self._by_client.get(record.client_id)
-        if owned is not None and len(owned) > COMPACTED_EVERY:
-            self._compact_owned(record.client_id, owned)
-        elif owned is not None and not self.live_of(record.client_id):
-            del self._by_client[record.client_id]
+        if owned is not None:
+            if len(owned) > COMPACTED_EVERY:
+                self._compact_owned(record.client_id, owned)
+            elif not counts[0] + counts[1] + counts[HELD_INDEX]:  # `live_of`, its client's counts at hand
+                del self._by_client[record.client_id]
         if was == HELD_INDEX:
             self._held(record.traits.priority, -1)
         self._note(record, ending, now, ran_on, run_seconds, peak_memory_bytes)
@@ -266,8 +272,8 @@ class TaskTable:
             function = self.function_counts[record.traits.function_name] = [0] * 6
         function[index] += delta
 
-    def _move(self, record: TaskRecord, was: int, index: int) -> None:
-        """`_count(record, was, -1)` then `_count(record, index, 1)`, each list found once."""
+    def _move(self, record: TaskRecord, was: int, index: int) -> list[int]:
+        """`_count(record, was, -1)` then `_count(record, index, 1)`, each list found once: the client's counts."""
         client_id = record.client_id
         client = self.client_counts.get(client_id)
         if client is None:
@@ -282,6 +288,7 @@ class TaskTable:
             function = self.function_counts[name] = [0] * 6
         function[was] -= 1
         function[index] += 1
+        return client
 
     def _note(
         self,
@@ -301,7 +308,7 @@ class TaskTable:
             state = state.value
         wall_time = now + self.wall_offset if self.wall_offset else 0.0
         if ran_on:
-            noted = TaskTransition(
+            noted = _new_transition(
                 record.task_id,
                 state,
                 ran_on,
@@ -313,7 +320,7 @@ class TaskTable:
             )
         else:
             worker = record.worker if record.worker is not None else b""
-            noted = TaskTransition(
+            noted = _new_transition(
                 record.task_id, state, worker, record.traits.function_name, wall_time, client_id=record.client_id
             )
         self.transitions.append(noted)
