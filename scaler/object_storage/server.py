@@ -191,15 +191,10 @@ class _ServerShell:
             self.service.connections_ended(sorted(peers), time.monotonic())
             self.answer_all([])
 
-    async def admit_until(self, stop: asyncio.Event, seconds: float = ADMISSION_TICK_SECONDS) -> None:
-        """Grant the turns the bound lets go (upload_admission A4), every `seconds`."""
-        while True:
-            try:
-                await asyncio.wait_for(stop.wait(), seconds)
-                return
-            except asyncio.TimeoutError:
-                self.service.admission_tick(time.monotonic())
-                self.answer_all([])
+    def admit_by_bound(self) -> None:
+        """Grant the turns the bound lets go (upload_admission A4)."""
+        self.service.admission_tick(time.monotonic())
+        self.answer_all([])
 
     def on_written(self, object_id: bytes, generation: int, error: str | None) -> None:
         if error is not None and error != self._write_trouble:
@@ -257,25 +252,10 @@ class _ServerShell:
         for reply in self.service.take_outgoing():
             self._answer(reply.peer, reply.answer)
 
-    async def sweep_writes_until(self, stop: asyncio.Event, seconds: float) -> None:
-        """End the followed writes that stalled (their writers died: followed_writes rule 4), every `seconds`."""
-        while True:
-            try:
-                await asyncio.wait_for(stop.wait(), seconds)
-                return
-            except asyncio.TimeoutError:
-                pass
-            self.service.sweep_writes()
-            self.answer_all([])
-
-    async def sweep_reports_until(self, stop: asyncio.Event, seconds: float = SWEEP_SECONDS) -> None:
-        """Forget the host caches that stopped reporting (traffic.py T3), every `seconds`."""
-        while True:
-            try:
-                await asyncio.wait_for(stop.wait(), seconds)
-                return
-            except asyncio.TimeoutError:
-                self.service.traffic.sweep()
+    def sweep_writes(self) -> None:
+        """End the followed writes that stalled (their writers died: followed_writes rule 4)."""
+        self.service.sweep_writes()
+        self.answer_all([])
 
     async def finish_writes(self, seconds: float) -> None:
         """A server asked to stop first lets the followed writes under way finish (their objects were announced: with
@@ -466,6 +446,16 @@ class _ServerShell:
                     format_byte_size(store.memory_bytes), format_byte_size(store.disk_bytes),
                 )  # fmt: skip
                 last = now
+
+
+async def _every(stop: asyncio.Event, seconds: float, call: Callable[[], None]) -> None:
+    """Call `call` every `seconds` until `stop` is set."""
+    while True:
+        try:
+            await asyncio.wait_for(stop.wait(), seconds)
+            return
+        except asyncio.TimeoutError:
+            call()
 
 
 def _log_admission(admission: UploadAdmission) -> None:
@@ -662,9 +652,10 @@ async def serve(
         if ready is not None:
             ready(endpoint)
         sweeping = [
-            asyncio.ensure_future(shell.sweep_writes_until(stop, write_stall_seconds)),
-            asyncio.ensure_future(shell.sweep_reports_until(stop)),
-            asyncio.ensure_future(shell.admit_until(stop)),
+            asyncio.ensure_future(_every(stop, write_stall_seconds, shell.sweep_writes)),
+            # forget the host caches that stopped reporting (traffic.py T3)
+            asyncio.ensure_future(_every(stop, SWEEP_SECONDS, shell.service.traffic.sweep)),
+            asyncio.ensure_future(_every(stop, ADMISSION_TICK_SECONDS, shell.admit_by_bound)),
         ]
         try:
             await shell.log_statistics_until(stop, segments[1] if segments is not None else None)
