@@ -46,6 +46,7 @@ from scaler.io.address import free_tcp_port_block
 from scaler.security.connection_files import discovered_connection
 from scaler.worker_manager.ship.distributions import DISTRIBUTION_NAME, this_build
 from scaler.worker_manager.ship.wheels import wheel_of
+from scaler_rehearsal.process_groups import signal_group
 from tests.integration.cloud_harness import CLOUD_ENVIRONMENT, SESSION_VARIABLES
 from tests.integration.conftest import BIN_DIR, CLOUD_START_SECONDS, free_addresses, wait_for
 from tests.integration.fresh_install import venv_with_pip
@@ -152,10 +153,7 @@ class LaptopStack:
 
     def kill(self) -> None:
         """The laptop goes away: the launcher and everything it started here, at once."""
-        try:
-            os.killpg(self.popen.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        signal_group(self.popen, signal.SIGKILL)  # not once reaped: its group's id may be another's by then
         self.popen.wait(30)
 
 

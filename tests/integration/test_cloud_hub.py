@@ -28,6 +28,7 @@ from scaler import Client
 from scaler.io.address import free_tcp_port_block
 from scaler.protocol import messages as m
 from scaler.security.connection_files import discovered_connection
+from scaler_rehearsal.process_groups import signal_group
 from tests.integration.conftest import BIN_DIR, free_addresses, monitor, wait_for
 from tests.integration.manager_harness import workers_of
 from tests.integration.test_cloud_burst import live_units, slow_identity, units_ever
@@ -82,10 +83,7 @@ class HubStack:
         return next(child for child in children if "scaler.cluster.forwarder" in " ".join(child.cmdline()))
 
     def kill(self) -> None:
-        try:
-            os.killpg(self.popen.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        signal_group(self.popen, signal.SIGKILL)  # not once reaped: its group's id may be another's by then
         self.popen.wait(30)
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from scaler.io.address import free_tcp_port_block
+from scaler_rehearsal.process_groups import signal_group
 from tests.integration.conftest import BIN_DIR
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -70,10 +71,7 @@ def run_without_uvloop(
         stdout, stderr = process.communicate()
         pytest.fail(f"{argv[0]} was still running after 90 s; its output:\n{stdout}\n{stderr}")
     finally:
-        try:  # whatever it started
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        signal_group(process, signal.SIGKILL)  # whatever it started; a no-op once reaped (the id may be reused)
     return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
 
 

@@ -71,7 +71,8 @@ class Container:
         return ("\n".join(lines) + "\n").encode() if lines else b""
 
     def wait(self) -> dict[str, int]:
-        code = self.process.process.wait()
+        while (code := self.process.exit_code()) is None:  # not reaped here: `kill` reaps, after its group
+            time.sleep(0.05)
         return {"StatusCode": code if code >= 0 else 128 - code}
 
     def kill(self) -> None:

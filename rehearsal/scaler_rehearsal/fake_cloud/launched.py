@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
 from pathlib import Path
 
-import psutil
-
-from scaler_rehearsal.process_groups import signal_group, start_group
+from scaler_rehearsal.process_groups import exit_status, group_alive, reap, signal_group, start_group
 
 #: How long a stopped resource's processes get between SIGTERM and SIGKILL.
 STOP_GRACE_SECONDS = 5.0
@@ -29,24 +25,12 @@ class LaunchedProcess:
         return self.process.pid
 
     def exit_code(self) -> int | None:
-        return self.process.poll()
+        """The command's exit code once it ended; its leader is reaped only by `kill` (see `signal_group`)."""
+        return exit_status(self.process)
 
     def group_alive(self) -> bool:
         """Whether any process of the group is still running (zombies, waiting to be reaped, do not count)."""
-        self.process.poll()  # reap the group leader, our own child
-        try:  # no member at all, zombie or not: the usual answer, without a walk over every process of the machine
-            os.killpg(self.process.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
-        for process in psutil.process_iter(["status"]):
-            try:
-                if process.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(process.pid) == self.process.pid:
-                    return True
-            except (ProcessLookupError, psutil.Error):
-                continue
-        return False
+        return group_alive(self.process)
 
     def stop(self, now: float) -> None:
         """SIGTERM the group now; `step` sends SIGKILL after the grace period."""
@@ -59,11 +43,7 @@ class LaunchedProcess:
             self._signal_group(signal.SIGKILL)
 
     def kill(self) -> None:
-        self._signal_group(signal.SIGKILL)
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            pass
+        reap(self.process, 10.0)
 
     def _signal_group(self, signum: int) -> None:
-        signal_group(self.process.pid, signum)
+        signal_group(self.process, signum)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 
-from scaler_rehearsal.process_groups import signal_group, start_group
+from scaler_rehearsal.process_groups import exit_status, group_alive, reap, signal_group, start_group
 
 #: Runs a command with the parent-death signal set (util-linux); None where it is not installed.
 SETPRIV = shutil.which("setpriv")
@@ -87,7 +87,7 @@ class Container:
         """Follow the process: the Exit once it ended (its group killed with it), else None."""
         if self.exit is not None:
             return self.exit
-        code = self.process.poll()
+        code = exit_status(self.process)  # not reaped: its group's id stays its own until `release`
         if code is None:
             if self._kill_at is not None and now >= self._kill_at:
                 self._signal(signal.SIGKILL)
@@ -107,19 +107,11 @@ class Container:
         return self.exit
 
     def group_alive(self) -> bool:
-        try:
-            os.killpg(self.process.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        for process in self._group():
-            try:
-                if process.status() != psutil.STATUS_ZOMBIE:
-                    return True
-            except psutil.Error:
-                continue
-        return False
+        return group_alive(self.process)
+
+    def release(self) -> None:
+        """The container is done with: its group killed, its first process reaped."""
+        reap(self.process, 5.0)
 
     def _group(self) -> list[psutil.Process]:
         try:
@@ -139,7 +131,7 @@ class Container:
         return total
 
     def _signal(self, signum: int) -> None:
-        signal_group(self.process.pid, signum)
+        signal_group(self.process, signum)
 
 
 def _group_of(process: psutil.Process) -> int:

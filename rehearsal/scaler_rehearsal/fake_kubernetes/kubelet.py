@@ -185,7 +185,6 @@ class Kubelet:
             if container is None:
                 continue
             while container.group_alive() and time.monotonic() < deadline:
-                container.process.poll()
                 time.sleep(0.02)
             try:
                 container.process.wait(max(0.1, deadline - time.monotonic()))
@@ -236,6 +235,7 @@ class Kubelet:
         if container is not None:
             ended = container.step(now)
             if ended is not None and not container.group_alive():
+                container.release()
                 runtime.container = None
                 self._ended(runtime, pod, ended, now)
         if pod is None:  # removed from the API at once (a forced deletion): its processes go without a grace period
