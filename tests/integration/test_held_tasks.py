@@ -22,7 +22,7 @@ import pytest
 from scaler import Client, SchedulerClusterCombo
 from tests.integration.conftest import DEADLINE_SECONDS, running_cluster
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120), pytest.mark.xdist_group("test_held_tasks")]
 
 WORKERS = 2
 LONG_SECONDS = 1.5  #: long: beyond STAGED_WAIT_SECONDS, so that the scheduler learns its tasks compute long

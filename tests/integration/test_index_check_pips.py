@@ -40,10 +40,10 @@ def old_pip(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
 
 @pytest.mark.parametrize("which", ["pip 23.2", "this environment's pip"])
 def test_the_index_check_names_only_what_the_index_lacks(
-    which: str, old_pip: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    which: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # nothing remembered from another run
-    pip = old_pip if which == "pip 23.2" else [sys.executable, "-m", "pip"]
+    pip = request.getfixturevalue("old_pip") if which == "pip 23.2" else [sys.executable, "-m", "pip"]
     missing = unavailable(["tomli-w", MISSING], UnitTarget("3.11"), pip=pip)
     assert [requirement for requirement, _why in missing] == [MISSING], missing
     assert "the package index has no file of it" in missing[0][1]

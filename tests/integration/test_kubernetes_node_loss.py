@@ -36,7 +36,12 @@ from tests.integration.test_kubernetes_manager import (  # noqa: F401 - make_sta
     stop,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.kubernetes, pytest.mark.timeout(240)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.kubernetes,
+    pytest.mark.timeout(240),
+    pytest.mark.xdist_group("test_kubernetes_node_loss"),
+]
 
 
 @pytest.fixture(scope="module", name="rehearsal")

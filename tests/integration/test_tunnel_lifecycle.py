@@ -22,7 +22,7 @@ from scaler.io.tunnel.tls import ServerCertificate
 from tests.integration.conftest import COLD_START_SECONDS, DEADLINE_SECONDS, Launcher, kill_tree, monitor, wait_for
 from tests.tls_certificates import Authority, make_authority
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_tunnel_lifecycle")]
 
 UNTRUSTED = "its authority is not trusted here"
 
