@@ -103,6 +103,7 @@ class FeedReader:
         else:
             self._keys = FoundKeys("client", address, security, "the keys given" if security else "none (plain TCP)")
         self._refused_since: float | None = None
+        self._refusal_event = 0  #: the handshake failure of the refusal under way (its text says which)
         self._found_at = 0.0
         self._has_read = False  #: a message came: a refusal now is a stack that changed, worth the longer wait
         self._open()
@@ -160,16 +161,18 @@ class FeedReader:
     def _on_event(self, event: int, value: int) -> None:
         if not is_refusal(event, value, self._keys.security is not None):
             return  # a connection lost mid-handshake (the scheduler restarting): ZeroMQ connects again
-        wrong_port = self._wrong_port(event)
-        if wrong_port is not None:
-            raise FeedConnectionError(wrong_port)
-        if self._refused_since is None:
+        self._refusal_event = event
+        first = self._refused_since is None
+        if first:  # ZeroMQ connects again every 100 ms: what the port serves is asked once per refusal, not each time
+            wrong_port = self._wrong_port(event)
+            if wrong_port is not None:
+                raise FeedConnectionError(wrong_port)
             self._refused_since = time.monotonic()
             if not self._keys.fixed:  # keys given are not looked for: a refusal of them is said by the error
                 logger.info(
                     "the monitor feed at %s refused %s: looking for its keys again", self.address, self._keys.source
                 )
-        self._find_again_if_refused(event, now=True)
+        self._find_again_if_refused(event, now=first)
 
     def _wrong_port(self, event: int) -> str | None:
         """Why the address is not a monitor feed, when its connection file says so, or when it answers a DEALER
@@ -194,7 +197,7 @@ class FeedReader:
             self._close_sockets()
             self._open()
         elif time.monotonic() - since > self._patience(found):
-            raise FeedConnectionError(self._refusal(event))
+            raise FeedConnectionError(self._refusal(event or self._refusal_event))
 
     def _patience(self, found: FoundKeys) -> float:
         """How long a refusal with the same keys is waited out (REFUSED_KEYS_WAIT_SECONDS, REFUSED_GIVEN_...)."""
