@@ -161,7 +161,10 @@ def _int(given: Any) -> int:
     if isinstance(given, str):
         text = _ZERO_DECIMALS.sub("", given.strip(_WHITESPACE), count=1)
         if _INTEGER.fullmatch(text):
-            return int(text)
+            try:
+                return int(text)
+            except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits)
+                pass
     raise InvalidValue()
 
 
