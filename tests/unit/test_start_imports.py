@@ -54,8 +54,8 @@ STARTS = {
             "scaler.config.manager_sections",
         ),
     ),
-    # A command loads its settings with the loader of scaler.config: no validation library (pydantic-settings and
-    # pydantic cost each command start about 160 ms of CPU).
+    # A command loads its settings with the loader of scaler.config and no validation library, whose import alone
+    # would cost each command start more CPU than the rest of its settings load.
     "a command's settings (scaler_worker ADDRESS)": (
         "from scaler.config.commands import WORKER\n"
         "from scaler.config.loader import load_command\n"
