@@ -13,9 +13,9 @@ follows from that declaration:
   combo's own default when it differs (`combo_default`);
 - its row in docs/settings.md (`python -m scaler.config.reference`).
 
-Sections are plain frozen dataclasses so that runtime processes read them without importing
-pydantic; `scaler.config.loader` turns a section into a pydantic-settings model to load it from the
-command line, the environment and TOML files.
+Sections are plain frozen dataclasses, which runtime processes read without the loader;
+`scaler.config.loader` loads a section from the command line, the environment and TOML files, checking each value
+by its field's declaration (`scaler.config.setting_values`).
 """
 
 from __future__ import annotations

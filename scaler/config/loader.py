@@ -1,44 +1,27 @@
 """Load a component's settings section from the command line, the environment and a TOML file.
 
-For a section dataclass (`scaler.config.sections`) we derive a pydantic-settings model with the same fields,
-types, defaults and constraints. Its sources, strongest first:
-
-1. the command line: only what the user typed, passed to the model as init kwargs;
-2. `SCALER_<SECTION>_<FIELD>`, e.g. SCALER_SCHEDULER_WORKER_TIMEOUT_SECONDS (section = the command's TOML
-   table, or the worker manager type: SCALER_AWS_HPC_JOB_QUEUE);
-3. `SCALER_<FIELD>`, e.g. SCALER_LOGGING_LEVEL, for every command that has the setting;
-4. the command's section of the `-c/--config` TOML file (`scaler.config.toml_file`);
-5. the dataclass defaults.
-
-pydantic-settings merges and validates them; the result goes back into the frozen dataclass, which is all a
-runtime process sees (it never imports pydantic). Problems become one `ConfigError` message naming the
-setting, where its value came from and what is allowed; the command-line functions print it and exit with 2.
+The command line comes from the section's parser (`scaler.config.cli`), the file's section from
+`scaler.config.toml_file`; `scaler.config.section_sources` takes each setting from the strongest source that gives it
+(flag > environment > file > default) and checks it. The result is the frozen section dataclass, which is all a runtime
+process sees. Problems become one `ConfigError` message naming the setting, where its value came from and what is
+allowed; the command-line functions print it and exit with 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextvars
 import dataclasses
 import difflib
-import os
 import sys
-import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import pydantic
-from pydantic import BeforeValidator, Field, ValidationError
-from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
-from pydantic_settings.exceptions import SettingsError
-
-from scaler.config.byte_size import ACCEPTED_FORMS, parse_byte_size
-from scaler.config.cli import CONFIG_DEST, RETIRED_DEST, build_parser, flag_label
+from scaler.config.cli import CONFIG_DEST, RETIRED_DEST, build_parser
 from scaler.config.commands import Command
 from scaler.config.completion import is_completing, offer_completion, worker_manager_completion_parser
 from scaler.config.event_loops import event_loop_problem
-from scaler.config.fields import BYTE_SIZE, CHOICES, GE, GT, HIDDEN, POSITIONAL
+from scaler.config.fields import HIDDEN, POSITIONAL
+from scaler.config.section_sources import env_prefixes, section_from_sources
 from scaler.config.sections import (
     GUIConfig,
     LauncherConfig,
@@ -70,7 +53,6 @@ __all__ = [
     "load_section_with_extras",
     "load_worker_manager",
     "section_from_sources",
-    "settings_model",
     "worker_manager_toml_sections",
 ]
 
@@ -416,160 +398,7 @@ def connectable_address(bind_address: str) -> str:
     return bind_address
 
 
-# --- one section from its sources ---------------------------------------------------------------------------
-
-
-def section_from_sources(
-    section_type: type[T],
-    *,
-    cli_values: Mapping[str, Any] | None = None,
-    toml: TomlSection | None = None,
-    env_section: str | None = None,
-    section_label: str | None = None,
-) -> T:
-    """Validate command-line values (as typed), the environment and a TOML section into `section_type`.
-    Raises ConfigError. `section_label` names the TOML section in "missing setting" messages."""
-    model = settings_model(section_type)
-    cli_values = dict(cli_values or {})
-    inputs = _Inputs(toml_values=dict(toml.values) if toml else {}, env_prefixes=_env_prefixes(env_section))
-    token = _INPUTS.set(inputs)
-    try:
-        settings = model(**cli_values)
-    except ValidationError as error:
-        explain = _Explainer(section_type, cli_values, inputs.env_prefixes, toml, section_label)
-        raise ConfigError("\n".join(explain(detail) for detail in error.errors())) from None
-    except SettingsError as error:
-        raise ConfigError(str(error.__cause__ or error)) from None
-    finally:
-        _INPUTS.reset(token)
-    return section_type(**settings.model_dump())
-
-
-def settings_model(section_type: type) -> type[BaseSettings]:
-    """The pydantic-settings model of a section dataclass: same fields, types, defaults; metadata `gt`/`ge`
-    become constraints, `choices` a case-insensitive choice, `tuple[str, ...]` also takes one string."""
-    model = _MODELS.get(section_type)
-    if model is None:
-        model = _MODELS[section_type] = _derive_model(section_type)
-    return model
-
-
-#: section dataclass -> its derived model (building one costs a few milliseconds).
-_MODELS: dict[type, type[BaseSettings]] = {}
-
-
-def _derive_model(section_type: type) -> type[BaseSettings]:
-    hints = typing.get_type_hints(section_type)
-    definitions: dict[str, Any] = {
-        field.name: (_annotation(field, hints[field.name]), _field_info(field))
-        for field in dataclasses.fields(section_type)
-    }
-    model: type[BaseSettings] = pydantic.create_model(
-        f"{section_type.__name__}Settings", __base__=_SectionSettings, __module__=__name__, **definitions
-    )
-    return model
-
-
-@dataclasses.dataclass(frozen=True)
-class _Inputs:
-    """What one load passes to `settings_customise_sources`, which pydantic-settings calls as a classmethod."""
-
-    toml_values: Mapping[str, Any]
-    env_prefixes: tuple[str, ...]
-
-
-_INPUTS: contextvars.ContextVar[_Inputs] = contextvars.ContextVar("scaler_config_inputs")
-_NO_INPUTS = _Inputs(toml_values={}, env_prefixes=("SCALER_",))
-
-
-class _SectionSettings(BaseSettings):
-    model_config = SettingsConfigDict(extra="forbid", case_sensitive=False)
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        inputs = _INPUTS.get(_NO_INPUTS)
-        environment = tuple(_EnvironmentSource(settings_cls, env_prefix=prefix) for prefix in inputs.env_prefixes)
-        return (init_settings, *environment, _TomlSectionSource(settings_cls, inputs.toml_values))
-
-
-class _EnvironmentSource(EnvSettingsSource):
-    """Environment variables with one prefix. A list setting takes a JSON array or one plain value
-    (SCALER_LOGGING_PATHS=/tmp/x.log), where pydantic-settings would insist on JSON."""
-
-    def decode_complex_value(self, field_name: str, field: FieldInfo, value: Any) -> Any:
-        if isinstance(value, str) and not value.lstrip().startswith("["):
-            return value
-        try:
-            return super().decode_complex_value(field_name, field, value)
-        except ValueError as error:
-            variable = f"{self.env_prefix}{field_name}".upper()
-            raise ValueError(
-                f"{variable} is not a valid JSON array ({error}); give one value or a JSON array"
-            ) from None
-
-
-class _TomlSectionSource(PydanticBaseSettingsSource):
-    """The command's section of the TOML file, keys already mapped onto field names by `toml_file`."""
-
-    def __init__(self, settings_cls: type[BaseSettings], values: Mapping[str, Any]) -> None:
-        super().__init__(settings_cls)
-        self._values = dict(values)
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return self._values.get(field_name), field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        return dict(self._values)
-
-
-def _annotation(field: dataclasses.Field[Any], hint: Any) -> Any:
-    annotated: Any = typing.Annotated  # subscripted with runtime values, which mypy cannot check
-    if CHOICES in field.metadata:
-        return annotated[hint, BeforeValidator(_choice(field.metadata[CHOICES]))]
-    if field.metadata.get(BYTE_SIZE):
-        return annotated[hint, BeforeValidator(_byte_size)]
-    if typing.get_origin(hint) is tuple:
-        return annotated[hint, BeforeValidator(_one_or_many)]
-    return hint
-
-
-def _field_info(field: dataclasses.Field[Any]) -> Any:
-    default = ... if field.default is dataclasses.MISSING else field.default
-    return Field(default, gt=field.metadata.get(GT), ge=field.metadata.get(GE))
-
-
-def _choice(choices: Sequence[str]) -> Callable[[Any], Any]:
-    canonical = {choice.lower(): choice for choice in choices}
-
-    def validate(value: Any) -> Any:
-        if not isinstance(value, str):
-            return value
-        if value.lower() not in canonical:
-            raise ValueError(f"expected one of {', '.join(choices)}")
-        return canonical[value.lower()]
-
-    return validate
-
-
-def _byte_size(value: Any) -> Any:
-    return value if value is None else parse_byte_size(value)
-
-
-def _one_or_many(value: Any) -> Any:
-    return (value,) if isinstance(value, str) else value
-
-
-def _env_prefixes(env_section: str | None) -> tuple[str, ...]:
-    if env_section is None:
-        return ("SCALER_",)
-    return (f"SCALER_{env_section.upper()}_", "SCALER_")
+# --- the help text's epilog -------------------------------------------------------------------------------
 
 
 def _env_example(section_type: type) -> str:
@@ -597,8 +426,8 @@ def _default_env_section(specs: Sequence[SectionSpec]) -> str | None:
 
 
 def _epilog(section_type: type, specs: Sequence[SectionSpec], env_section: str | None) -> str:
-    prefixes = " or ".join(f"{prefix}<SETTING>" for prefix in _env_prefixes(env_section))
-    example = f"{_env_prefixes(env_section)[0]}{_env_example(section_type)}"
+    prefixes = " or ".join(f"{prefix}<SETTING>" for prefix in env_prefixes(env_section))
+    example = f"{env_prefixes(env_section)[0]}{_env_example(section_type)}"
     lines = [
         "precedence: command line > environment > config file > defaults",
         f"environment: {prefixes} (setting in capitals, e.g. {example})",
@@ -607,77 +436,3 @@ def _epilog(section_type: type, specs: Sequence[SectionSpec], env_section: str |
         sections = ", then ".join(spec.label for spec in specs)
         lines.append(f"config file: -c FILE reads {sections}; keys are the long flags in snake case")
     return "\n".join(lines)
-
-
-class _Explainer:
-    """Turns one pydantic error into a sentence naming the setting, where its value came from, what is allowed."""
-
-    def __init__(
-        self,
-        section_type: type,
-        cli_values: Mapping[str, Any],
-        env_prefixes: Sequence[str],
-        toml: TomlSection | None,
-        section_label: str | None,
-    ) -> None:
-        self._fields = {field.name: field for field in dataclasses.fields(section_type)}
-        self._hints = typing.get_type_hints(section_type)
-        self._cli_values = cli_values
-        self._env_prefixes = env_prefixes
-        self._toml = toml
-        self._section_label = section_label
-
-    def __call__(self, detail: Mapping[str, Any]) -> str:
-        location = detail.get("loc") or ("?",)
-        name = str(location[0])
-        field = self._fields.get(name)
-        if field is None:
-            return f"{name}: {detail.get('msg')}"
-        if detail.get("type") == "missing":
-            return self._missing(field)
-        where, value = self._origin(field)
-        return f"bad value {toml_repr(value)} for {where}: expected {self._expectation(field)}"
-
-    def _missing(self, field: dataclasses.Field[Any]) -> str:
-        if field.metadata.get(POSITIONAL):
-            ways = [f"as the positional argument {field.name}"]
-        else:
-            ways = [f"as {flag_label(field)}"]
-        if self._toml is not None:
-            ways.append(f"as {field.name} in {self._toml.label} of {self._toml.path}")
-            if field.name == "scheduler_address":
-                ways.append(f"by a [scheduler] section in {self._toml.path} (its address is taken)")
-        elif self._section_label is not None:  # a table "[scheduler]", or an entry '[[worker_manager]] entry with ...'
-            label = self._section_label
-            where = f"the {label}" if "entry" in label else f"the {label} section"
-            ways.append(f"as {field.name} in {where} of a -c/--config file")
-        ways.append(f"as {self._env_prefixes[0]}{field.name.upper()}")
-        return f"missing setting {field.name}: give it {', '.join(ways[:-1])}, or {ways[-1]}"
-
-    def _origin(self, field: dataclasses.Field[Any]) -> tuple[str, Any]:
-        if field.name in self._cli_values:
-            return flag_label(field), self._cli_values[field.name]
-        environment = {key.upper(): value for key, value in os.environ.items()}
-        for prefix in self._env_prefixes:
-            variable = f"{prefix}{field.name}".upper()
-            if variable in environment:
-                return variable, environment[variable]
-        if self._toml is not None and field.name in self._toml.values:
-            return self._toml.where(field.name), self._toml.values[field.name]
-        return f"{field.name} (default)", field.default
-
-    def _expectation(self, field: dataclasses.Field[Any]) -> str:
-        if CHOICES in field.metadata:
-            return f"one of {', '.join(field.metadata[CHOICES])}"
-        hint = self._hints[field.name]
-        base = next((arg for arg in typing.get_args(hint) if arg is not type(None)), hint)
-        if typing.get_origin(base) is tuple:
-            return "a list of strings, or one string"
-        kind = {bool: "a boolean (true or false)", int: "an integer", float: "a number"}.get(base, "a string")
-        if field.metadata.get(BYTE_SIZE):
-            kind = "a byte size"
-        if GT in field.metadata:
-            kind += f" > {field.metadata[GT]:g}"
-        if GE in field.metadata:
-            kind += f" >= {field.metadata[GE]:g}"
-        return f"{kind}: {ACCEPTED_FORMS}" if field.metadata.get(BYTE_SIZE) else kind

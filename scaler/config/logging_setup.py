@@ -1,8 +1,8 @@
 """The logging of one scaler process, set up from its `LoggingSettings`.
 
 Stdlib only and cheap to import: every runtime process (scheduler, worker, manager, processor) calls it, and
-none of them may pay for pydantic. A log sink that cannot be opened is reported once on stderr and skipped; it
-never stops the process.
+none of them may pay for the command line's settings loader. A log sink that cannot be opened is reported once on
+stderr and skipped; it never stops the process.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Reading one component's section of a TOML file: which table, which keys, and the 1.x compatibility keys.
 
-Stdlib only (no pydantic), so that the `scaler FILE` launcher can use it cheaply. Values are returned as
+Stdlib only, so that the `scaler FILE` launcher can use it cheaply. Values are returned as
 TOML gave them; `scaler.config.loader` validates them. Every problem raises `ConfigError` with a message that
 names the file, the section and the key.
 """

@@ -244,7 +244,7 @@ def _print_completion(shell: str) -> int:
 
 def _print_example(name: str) -> int:
     from scaler.config.example_files import example_listing, example_text
-    from scaler.config.toml_file import ConfigError  # not the loader's import of pydantic: a second of CPU
+    from scaler.config.toml_file import ConfigError  # not the loader, which a listing does not need
 
     try:
         text = example_text(name) if name else example_listing("scaler") + "\n"

@@ -11,7 +11,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from scaler.scheduler.allocator import use_the_system_allocator
 
         # glibc's malloc: memory given back after a drain (allocator.py says why). The process executes itself again
-        # here, so nothing else is imported before (the settings' loader alone is a good part of a second of CPU).
+        # here, so nothing else is imported before (what it imports before, it imports twice).
         use_the_system_allocator()
     from scaler.config.commands import SCHEDULER
     from scaler.config.loader import load_command

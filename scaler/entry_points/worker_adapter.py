@@ -9,7 +9,6 @@ import sys
 from collections.abc import Sequence
 
 from scaler.config.loader import load_worker_manager
-from scaler.worker_manager.registry import run_worker_manager, with_manager_id
 
 
 def _run(type_name: str, prog: str, argv: Sequence[str] | None) -> int:
@@ -19,9 +18,11 @@ def _run(type_name: str, prog: str, argv: Sequence[str] | None) -> int:
 
         print(f"{prog} {__version__}")
         return 0
-    config = with_manager_id(load_worker_manager(arguments, prog=prog, type_name=type_name))
+    settings = load_worker_manager(arguments, prog=prog, type_name=type_name)  # -h and refusals exit here
     from scaler.config.logging_setup import setup_logging
+    from scaler.worker_manager.registry import run_worker_manager, with_manager_id
 
+    config = with_manager_id(settings)
     setup_logging(config, f"worker_manager[{config.worker_manager_id}]")
     return run_worker_manager(config)
 

@@ -54,6 +54,14 @@ STARTS = {
             "scaler.config.manager_sections",
         ),
     ),
+    # A command loads its settings with the loader of scaler.config and no validation library, whose import alone
+    # would cost each command start more CPU than the rest of its settings load.
+    "a command's settings (scaler_worker ADDRESS)": (
+        "from scaler.config.commands import WORKER\n"
+        "from scaler.config.loader import load_command\n"
+        "load_command(WORKER, ['tcp://127.0.0.1:1'])",
+        ("pydantic", "pydantic_settings", "pydantic_core"),
+    ),
     # A scheduler and a worker manage no worker: they do not build the worker managers' settings sections.
     "a scheduler (python -m scaler.scheduler.process)": (
         "import scaler.scheduler.process",
