@@ -394,19 +394,25 @@ class StorageService:
                 stored = self.store.get(object_id)
                 self.cache.upload(object_id, generation, uploads, stored.total_bytes if stored is not None else 0)
                 puts = [waiter for waiter in puts if waiter not in uploads]
-        waiting += self.held.stored(object_id)  # H3: a held result's upload, or a put of one lost (made again)
         self._answer_reads(object_id, waiting)
-        return _answers(puts, StorageStatus.OK, "")
+        # H3: a held result's upload, or a put of one lost (made again): its readers' answers leave with the put's, once
+        # the shell placed the object's segment file (outgoing answers leave before the shell's disk work)
+        return _answers(puts, StorageStatus.OK, "") + self._read_answers(object_id, self.held.stored(object_id))
 
     def _answer_reads(self, object_id: bytes, waiting: Sequence[WaitingRead]) -> None:
         """The reads that waited for the object, answered as reads of what is stored now."""
+        self._outgoing += self._read_answers(object_id, waiting)
+
+    def _read_answers(self, object_id: bytes, waiting: Sequence[WaitingRead]) -> list[Reply]:
+        replies = []
         for read in waiting:
             greeted = self._greeted.get(read.peer)
             answer = None if greeted is None else self._get(
                 read.peer, read.request_id, ObjectID(object_id), greeted, read.mapped, read.in_parts
             )  # fmt: skip
             if answer is not None:
-                self._outgoing.append(Reply(read.peer, answer))
+                replies.append(Reply(read.peer, answer))
+        return replies
 
     # ------------------------------------------------------------ turns for the host caches' uploads
 

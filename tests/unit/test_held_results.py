@@ -148,7 +148,6 @@ def test_only_a_cache_holds_and_only_the_scheduler_asks_fates() -> None:
 
 def test_the_cache_answers_a_large_result_once_held_and_uploads_it_after() -> None:
     role: CacheRole[str, tuple[bytes, int]] = CacheRole()
-    role.holds = True
     role.upload(b"big", 1, [(b"processor", 3)], total_bytes=10 << 20)
     assert role.take_work() == [HoldWork(b"big", 1)], "held first; no upload yet"
     assert role.held(b"big", 1, recorded=True) == [(b"processor", 3)], "answered once the upstream recorded it"

@@ -84,9 +84,8 @@ class CacheRole(Generic[R, W]):
         self._fetching: set[bytes] = set()  #: objects whose fetch is under way (C1, C2)
         self._uploading: dict[tuple[bytes, int], list[W]] = {}  #: (object, generation) -> its waiting puts (C4)
         self._holding: dict[tuple[bytes, int], list[W]] = {}  #: (object, generation) -> puts waiting for its hold (C4)
-        #: large results are held (C4): off until the scheduler makes a result lost with its host again from its task
-        #: (held_results.py H4); then on until the upstream answers that it records no holds (an older one)
-        self.holds = False
+        #: large results are held (C4) until the upstream answers that it records no holds (an older one)
+        self.holds = True
         self._checking: dict[bytes, list[W]] = {}  #: object -> the exists waiting for the upstream's answer (C5)
         self._work: list[UpstreamWork] = []
 
