@@ -44,8 +44,10 @@ from scaler.protocol.storage_messages import (
     Delete,
     DeleteOwner,
     Exists,
+    Fates,
     Get,
     Info,
+    ObjectFates,
     ObjectSize,
     StorageInfo,
     StorageOperation,
@@ -123,6 +125,12 @@ class AsyncObjectStorageConnection:
     async def exists(self, object_id: bytes, timeout_seconds: float | None = None) -> bool:
         answer = await self._call(Exists(ObjectID(bytes(object_id))), (), timeout_seconds)
         return reply_value(answer.reply, bool, self._address)
+
+    async def fates(self, object_ids: tuple[ObjectID, ...], timeout_seconds: float | None = None) -> tuple[int, ...]:
+        """What became of these objects (the scheduler's ask, held_results.py H6): per object, -1 nothing to wait for,
+        else how many times it was lost with the host cache that held it."""
+        answer = await self._call(Fates(object_ids), (), timeout_seconds)
+        return reply_value(answer.reply, ObjectFates, self._address).losses
 
     async def info(self, timeout_seconds: float | None = None) -> StorageInfo:
         return reply_value((await self._call(Info(), (), timeout_seconds)).reply, StorageInfo, self._address)

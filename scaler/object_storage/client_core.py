@@ -106,6 +106,11 @@ MAX_ADOPTS_PER_BATCH = 256
 CONNECT_TIMEOUT_SECONDS = 10.0
 
 
+class HoldsUnknown(ObjectStorageException):
+    """The server records no results held by their hosts (held_results.py): an older one, which answered a hold's put
+    `badRequest` (it carried no payload)."""
+
+
 class TurnsUnknown(ObjectStorageException):
     """The server gives no turns for uploads (upload_admission.py): an older one, which answered a turn's put
     `badRequest` (it carried no payload)."""
@@ -695,6 +700,8 @@ def status_error(reply: StorageReply, address: str, operation: StorageOperation)
         return IncompatiblePeerError(f"object storage at {address} refused the connection: {reply.reason}")
     if status is StorageStatus.BAD_REQUEST and isinstance(operation, Put) and operation.turn:
         return TurnsUnknown(f"object storage at {address} gives no upload turns: {reply.reason}")
+    if status is StorageStatus.BAD_REQUEST and isinstance(operation, Put) and operation.hold:
+        return HoldsUnknown(f"object storage at {address} records no results held by their hosts: {reply.reason}")
     if status is StorageStatus.FULL:
         return ObjectStorageFullError(f"object storage at {address} refused the {type(operation).__name__.lower()}: "
                                       f"{reply.reason}")  # fmt: skip

@@ -408,6 +408,14 @@ class ObjectStorageConnection:
         admits the upload, which then follows on this connection. Raises TurnsUnknown from a server that gives none."""
         self._call(Put(ObjectID(bytes(object_id)), bytes(owner_id), total_bytes, name, (), True))
 
+    def hold(
+        self, object_id: bytes, total_bytes: int, owner_id: bytes, name: str, piece_digests: tuple[bytes, ...]
+    ) -> None:
+        """A host cache holds an object and will upload it (held_results.py): returns once the server recorded it.
+        Raises HoldsUnknown from a server that records none, ObjectStorageFullError beyond its bound."""
+        put = Put(ObjectID(bytes(object_id)), bytes(owner_id), total_bytes, name, (), False, True, piece_digests)
+        self._call(put)
+
     def put_followed(self, object_id: bytes, payload: Payload, owner_id: bytes = b"", name: str = "") -> bool:
         """Begin storing a large object that readers may follow while it is written (followed_put.py): True when the
         object may be announced now (readers wait for it at the server; it counts as stored once a thread of this

@@ -171,7 +171,7 @@ class _ServerShell:
             if payload:
                 self.service.traffic.received(sum(len(frame) for frame in payload))
             answer = self.service.handle(peer, frames[1].bytes, payload, key, time.monotonic())
-            if answer is None and not payload and self.service.admission.asked(peer):
+            if not payload and self.service.watched(peer):  # an upload's turn, or results held (their end matters)
                 self._remember_fd(peer, frames[1])
         self.answer_all(self.run_disk_work([] if answer is None else [Reply(peer, answer)]))
 
@@ -183,12 +183,19 @@ class _ServerShell:
         self._fd_peers.setdefault(fd, set()).add(peer)
 
     def on_socket_event(self, event: int, value: int) -> None:
-        """A connection ended (`value`: its file descriptor): the turns its peers held or asked for go. A connection
+        """A connection ended (`value`: its file descriptor): the turns its peers held or asked for go, and the results
+        they held and had not uploaded are lost (held_results H4). A connection
         accepted on the same descriptor whose ask was read before this event may lose its turn too: its upload then
         shares the link with the next one, as without turns (never a hang)."""
         peers = self._fd_peers.pop(value, None)
         if peers:
-            self.service.connections_ended(sorted(peers), time.monotonic())
+            lost = self.service.connections_ended(sorted(peers), time.monotonic())
+            if lost:
+                logger.warning(
+                    "a host cache's connection ended before it uploaded %d result(s) it held (%s%s): they are lost, "
+                    "and their readers wait for their tasks to be run again", len(lost),
+                    ", ".join(object_id.hex() for object_id in lost[:4]), ", ..." if len(lost) > 4 else "",
+                )  # fmt: skip
             self.answer_all([])
 
     def admit_by_bound(self) -> None:

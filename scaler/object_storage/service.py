@@ -11,7 +11,9 @@ A get of an object held as a segment file is answered with `StorageAnswer.segmen
 sends its frames. A getMapped (a peer of the server's host) is answered `mapped` instead: the peer maps the file itself.
 A getInParts is answered as a get, marked `in_parts`: the shell may send its payload as messages of their own.
 An object being written by a peer of the server's host (writeBegin) is followed by its readers (followed_writes.py):
-their answers, and the pieces sent as the write goes on, are what `take_outgoing` returns after each event.
+their answers, and the pieces sent as the write goes on, are what `take_outgoing` returns after each event. A large
+result a host cache holds and will upload (a put's `hold`, held_results.py) is waited for by its readers here until
+its upload is stored, and the scheduler asks what became of it (`fates`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from scaler.object_storage.followed_writes import FilePiece, FollowedWrites, Outgoing, WaitingRead
+from scaler.object_storage.held_results import NOTHING_TO_WAIT_FOR, HeldResults
 from scaler.object_storage.host_cache.cache_rules import C6_REFUSAL, FETCHER, CacheRole
 from scaler.object_storage.host_ledger import HostLedger
 from scaler.object_storage.store import (
@@ -48,12 +51,14 @@ from scaler.protocol.storage_messages import (
     Delete,
     DeleteOwner,
     Exists,
+    Fates,
     Get,
     GetInParts,
     GetMapped,
     HostReport,
     Info,
     MappedSize,
+    ObjectFates,
     ObjectSize,
     ObjectSource,
     Put,
@@ -94,6 +99,7 @@ _OPERATION_NAMES: dict[type, str] = {
     WriteProgress: "writeProgress",
     SourceRequest: "source",
     HostReport: "hostReport",
+    Fates: "fates",
 }
 
 #: The most adopts one adoptMany may carry (a client sends at most put_pipeline's batch).
@@ -236,6 +242,8 @@ class StorageService:
         self.traffic = TrafficBook()
         #: turns for the host caches' large uploads (a storage server's: upload_admission.py)
         self.admission = UploadAdmission()
+        #: the results host caches hold and will upload, and those lost with their holder (held_results.py)
+        self.held: HeldResults[WaitingRead] = HeldResults()
         self._now = 0.0  #: the time of the request being handled (`act`'s `now`)
         if cache:  # the cache's own fetcher stores what it fetched through the requests any peer makes
             self._greeted[FETCHER] = _Greeted("worker", b"", None)
@@ -309,6 +317,8 @@ class StorageService:
         if isinstance(operation, Put):
             if operation.turn:
                 return self._turn(peer, request_id, operation, payload, greeted)
+            if operation.hold:
+                return self._hold(peer, request_id, operation, payload, greeted)
             return self._put(peer, request_id, operation, payload, greeted)
         if payload:
             name = _OPERATION_NAMES[type(operation)]
@@ -334,6 +344,8 @@ class StorageService:
             return self._source(request_id, operation, greeted)
         if isinstance(operation, HostReport):
             return self._host_report(request_id, operation, greeted)
+        if isinstance(operation, Fates):
+            return self._fates(request_id, operation, greeted)
         if isinstance(operation, Exists) and self.cache is not None and peer != FETCHER:
             self.cache.check(operation.object_id, (peer, request_id))  # C5: the upstream's answer
             return None
@@ -378,21 +390,29 @@ class StorageService:
         if self.cache is not None:
             waiting += self.cache.fetch_ended(object_id)  # C2: a fetch's copy is stored
             uploads = [waiter for waiter in puts if isinstance(waiter, _InBatch) or waiter[0] != FETCHER]
-            if uploads:  # C4: a peer's object is answered once the upstream holds it too
-                self.cache.upload(object_id, generation, uploads)
+            if uploads:  # C4: a peer's object is answered once the upstream holds it, or knows that this cache does
+                stored = self.store.get(object_id)
+                self.cache.upload(object_id, generation, uploads, stored.total_bytes if stored is not None else 0)
                 puts = [waiter for waiter in puts if waiter not in uploads]
         self._answer_reads(object_id, waiting)
-        return _answers(puts, StorageStatus.OK, "")
+        # H3: a held result's upload, or a put of one lost (made again): its readers' answers leave with the put's, once
+        # the shell placed the object's segment file (outgoing answers leave before the shell's disk work)
+        return _answers(puts, StorageStatus.OK, "") + self._read_answers(object_id, self.held.stored(object_id))
 
     def _answer_reads(self, object_id: bytes, waiting: Sequence[WaitingRead]) -> None:
         """The reads that waited for the object, answered as reads of what is stored now."""
+        self._outgoing += self._read_answers(object_id, waiting)
+
+    def _read_answers(self, object_id: bytes, waiting: Sequence[WaitingRead]) -> list[Reply]:
+        replies = []
         for read in waiting:
             greeted = self._greeted.get(read.peer)
             answer = None if greeted is None else self._get(
                 read.peer, read.request_id, ObjectID(object_id), greeted, read.mapped, read.in_parts
             )  # fmt: skip
             if answer is not None:
-                self._outgoing.append(Reply(read.peer, answer))
+                replies.append(Reply(read.peer, answer))
+        return replies
 
     # ------------------------------------------------------------ turns for the host caches' uploads
 
@@ -400,9 +420,55 @@ class StorageService:
         """The turns the bound lets go by `now` (upload_admission A4); their answers are outgoing."""
         self._granted(self.admission.tick(now))
 
-    def connections_ended(self, peers: list[bytes], now: float) -> None:
-        """The connections of `peers` ended: their turns and asks go (upload_admission A5)."""
+    def watched(self, peer: bytes) -> bool:
+        """Whether the end of this peer's connection matters: it holds or asks for an upload's turn, or holds results
+        not stored yet (the shell then remembers its connection)."""
+        return self.admission.asked(peer) or self.held.holds(peer)
+
+    def connections_ended(self, peers: list[bytes], now: float) -> list[bytes]:
+        """The connections of `peers` ended: their turns and asks go (upload_admission A5), and the results they held
+        and had not uploaded are lost (held_results H4; their readers wait on, for their tasks made again): which."""
         self._granted(self.admission.ended(peers, now))
+        lost = self.held.ended(peers)
+        self.ledger.forget(lost)  # nobody is sent to the holder that went
+        return lost
+
+    def _hold(
+        self, peer_id: bytes, request_id: int, put: Put, payload: Sequence[PayloadBuffer], peer: _Greeted
+    ) -> StorageAnswer:
+        """A host cache holds a result and will upload it (held_results H1): answered once recorded."""
+        if payload:
+            return bad_request(request_id, f"a hold's put carries no payload, got {len(payload)} frame(s)")
+        if peer.role != "cache" or self.cache is not None:
+            return bad_request(request_id, "hold: only a host cache holds, and only its storage server records it")
+        if not put.object_id:
+            return bad_request(request_id, "hold with an empty object id")
+        refusal = self._store_refusal(put.object_id, put.owner_id, peer, "hold")
+        if refusal is not None:
+            return self._refused(request_id, refusal)
+        if self.store.get(put.object_id) is not None or put.object_id in self.writes:
+            return _ok(request_id)  # stored (or being written) here already: nothing to wait for
+        if not self.held.hold(
+            put.object_id, put.owner_id, put.total_bytes, peer_id, peer.cache_address, tuple(put.piece_digests)
+        ):
+            reason = f"this server records at most {len(self.held)} results held by their hosts: upload it first"
+            return StorageAnswer(StorageReply(request_id, StorageStatus.FULL, reason))
+        if peer.cache_address:  # host_ledger S4: other hosts fetch it from the host that made it, from now on
+            self.ledger.uploaded(put.object_id, peer.cache_address)
+        return _ok(request_id)
+
+    def _fates(self, request_id: int, fates: Fates, peer: _Greeted) -> StorageAnswer:
+        """What became of the objects the scheduler asks about (held_results H6)."""
+        if peer.role != "scheduler":
+            return self._refused(request_id, f"a {peer.role or 'peer'} does not ask for fates: the scheduler does")
+        return _ok(request_id, ObjectFates(tuple(self._fate(object_id) for object_id in fates.object_ids)))
+
+    def _fate(self, object_id: bytes) -> int:
+        if self.store.get(object_id) is not None:
+            return NOTHING_TO_WAIT_FOR
+        if object_id in self.writes:
+            return 0
+        return self.held.fate(object_id)
 
     def _turn(
         self, peer_id: bytes, request_id: int, put: Put, payload: Sequence[PayloadBuffer], peer: _Greeted
@@ -436,6 +502,12 @@ class StorageService:
         """C4: the upstream's answer to an upload, for the puts and adopts that waited for it."""
         assert self.cache is not None
         return _answers(self.cache.uploaded(object_id, generation), status, reason)
+
+    def held_answer(self, object_id: bytes, generation: int, recorded: bool) -> list[Reply]:
+        """C4: the upstream answered a hold: recorded, the puts and adopts that waited for it are answered ok (the
+        upload goes on); not, they wait for the upload."""
+        assert self.cache is not None
+        return _answers(self.cache.held(object_id, generation, recorded), StorageStatus.OK, "")
 
     def checked(self, object_id: bytes, exists: bool | None, reason: str = "") -> list[Reply]:
         """C5: the upstream's answer to an exists (None: it could not be asked, `reason` says why); a copy of an object
@@ -550,6 +622,8 @@ class StorageService:
             return self._refused(request_id, refusal)
         stored = self.store.put(put.object_id, put.owner_id, payload, put.name)
         if isinstance(stored, Refusal):
+            if peer.role == "cache":
+                self._held_refused(put.object_id, stored.reason)
             return _full(request_id, stored)
         if peer.role == "cache" and peer.cache_address and self.cache is None:  # host_ledger S4: a host's result
             self.ledger.uploaded(put.object_id, peer.cache_address)
@@ -559,7 +633,14 @@ class StorageService:
         if self.cache is not None:
             self._outgoing += self._settled_here(put.object_id, stored.generation, peer_id, request_id)
             return None
+        self._answer_reads(put.object_id, self.held.stored(put.object_id))  # H3
         return _ok(request_id)
+
+    def _held_refused(self, object_id: bytes, why: str) -> None:
+        """H3: a held result's upload was refused: its readers are told why it is not stored."""
+        reason = f"object {object_id.hex()} was not stored: its upload was refused: {why}"
+        for read in self.held.refused(object_id):
+            self._outgoing.append(Reply(read.peer, StorageAnswer(StorageReply(read.request_id, NOT_FOUND, reason))))
 
     def _settled_here(self, object_id: bytes, generation: int, peer_id: bytes, request_id: int) -> list[Reply]:
         """A host cache's put that settled at once: answered as `_settled` answers those that waited."""
@@ -675,6 +756,11 @@ class StorageService:
             if not mapped:
                 self.traffic.copy_sent(object_id, writing.begin.total_bytes)
             return None  # answered as the write goes on, or once it is stored
+        held = self.held.get(object_id) if stored is None and writing is None else None
+        if held is not None and self._may_read(peer, held.owner_id):  # H2: answered once its upload is stored
+            if self.held.wait(object_id, WaitingRead(peer_id, request_id, mapped, in_parts)):
+                self.admission.ahead(object_id)  # upload_admission A6
+            return None
         if stored is None and self.cache is not None and peer_id != FETCHER and self._waits_for_fetch(peer, object_id):
             self.cache.miss(object_id, WaitingRead(peer_id, request_id, mapped, in_parts))  # C1: fetched from upstream
             return None
@@ -706,6 +792,9 @@ class StorageService:
         stored = self.store.get(request.object_id)
         settled = stored is not None and self.store.settled(request.object_id, stored.generation)
         source = self.ledger.source(request.object_id, peer.cache_address, request.failed)
+        holding = self.held.get(request.object_id) if stored is None else None
+        if holding is not None and source and holding.piece_digests:  # held by its host (H1): its digests are its own
+            return _ok(request_id, ObjectSource(source, holding.piece_digests))
         held = stored is not None and (stored.frames is not None or stored.segment is Segment.READY)
         if stored is None or not settled or not source or not held:
             return _ok(request_id, ObjectSource())
@@ -740,6 +829,9 @@ class StorageService:
             if stored is None and operation.object_id in self.writes:  # announced: a read waits for it
                 writing = self.writes.get(operation.object_id)
                 return _ok(request_id, writing is not None and self._may_read(peer, writing.begin.owner_id))
+            held = self.held.get(operation.object_id) if stored is None else None
+            if held is not None:  # held by its host, or lost and made again (held_results H1): a read waits for it
+                return _ok(request_id, self._may_read(peer, held.owner_id))
             return _ok(request_id, stored is not None and self._may_read(peer, stored.owner_id))
         if isinstance(operation, Delete):
             if peer.role in WORKER_ROLES or peer.role == "readiness-probe":
@@ -748,10 +840,12 @@ class StorageService:
                 mine = [i for i in operation.object_ids if (o := store.get(i)) is None or o.owner_id == peer.owner]
                 self.refusals += len(operation.object_ids) - len(mine)
                 ended = self._end_deleted_writes(mine, peer.owner)
+                ended |= self._forget_held(mine)
                 self.ledger.forget(mine)
                 self.traffic.forget(mine)
                 return _ok(request_id, len(ended) + store.delete(mine))
             ended = self._end_deleted_writes(operation.object_ids, None)
+            ended |= self._forget_held(operation.object_ids)
             self.ledger.forget(operation.object_ids)
             self.traffic.forget(operation.object_ids)
             return _ok(request_id, len(ended) + store.delete(operation.object_ids))
@@ -762,6 +856,7 @@ class StorageService:
                 del self._owner_keys[operation.owner_id]  # the client left: its id may be claimed again
             for object_id in self.writes.owned_by(operation.owner_id):
                 self._write_ended(object_id, "its owner's objects were deleted while it was being written")
+            self._forget_held(self.held.owned_by(operation.owner_id))
             return _ok(request_id, store.delete_owner(operation.owner_id))
         if isinstance(operation, Info):
             return _ok(request_id, dataclasses.replace(store.info(), traffic=self.traffic.view(self._describe)))
@@ -779,6 +874,16 @@ class StorageService:
                 if self.store.get(object_id) is None:
                     ended.add(object_id)
         return ended
+
+    def _forget_held(self, object_ids: Sequence[bytes]) -> set[bytes]:
+        """Deleted while held by their host, or lost (held_results H5): their readers are told; the ones not stored,
+        each counted as an object deleted."""
+        forgotten = {bytes(object_id) for object_id in object_ids if bytes(object_id) in self.held}
+        for object_id in sorted(forgotten):
+            reason = f"object {object_id.hex()} was deleted before its host's upload of it was stored"
+            for read in self.held.forget([object_id]):
+                self._outgoing.append(Reply(read.peer, StorageAnswer(StorageReply(read.request_id, NOT_FOUND, reason))))
+        return {object_id for object_id in forgotten if self.store.get(object_id) is None}
 
     @staticmethod
     def _may_read(peer: _Greeted, owner: bytes) -> bool:

@@ -29,6 +29,8 @@ A4 Bounded: an ask that waited MAX_WAIT_SECONDS is granted even when the window 
    the time its bytes take at the learnt rate, at least MAX_WAIT_SECONDS) lapses: its slot is free (its put, when it
    comes, still ends it, without a sample).
 A5 `ended`: the peers' connection ended (a cache that died or disconnected): their turns and asks are forgotten.
+A6 `ahead`: a reader waits at the storage server for an object its host holds and has not uploaded yet
+   (held_results.py H2): its ask, waiting or still to come, is the next granted (before those that asked earlier).
 
 Every call returns the asks granted by it, in the order granted; `tick` grants what the bound (A4) lets go by `now`.
 """
@@ -50,6 +52,8 @@ REPROBE_UPLOADS = 32
 MAX_WAIT_SECONDS = 45.0
 #: A turn lapses after this many times the time its bytes take at the learnt rate per turn (A4).
 LEASE_FACTOR = 4.0
+#: Objects whose ask, still to come, goes ahead (A6); beyond this the oldest are forgotten.
+MAX_AHEAD = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +110,7 @@ class UploadAdmission:
     _round: list[tuple[float, float]] = field(default_factory=list)  #: the window's samples: (rate x seconds, seconds)
     _ceiling: int = 0  #: a window that brought too little (A3); 0: none
     _ceiling_left: int = 0  #: turns to end before it is tried again
+    _ahead: dict[bytes, None] = field(default_factory=dict)  #: objects whose ask, still to come, goes ahead (A6)
 
     @property
     def held(self) -> int:
@@ -125,8 +130,25 @@ class UploadAdmission:
         self._drop(peer)
         turn = _Turn(peer, request_id, object_id, total_bytes, now)
         self._turns[peer] = turn
-        self._waiting.append(turn)
+        if object_id in self._ahead:
+            del self._ahead[object_id]
+            self._waiting.appendleft(turn)
+        else:
+            self._waiting.append(turn)
         return self._grant(now)
+
+    def ahead(self, object_id: bytes) -> None:
+        """A6: the object's ask goes first, whether it waits already or comes later."""
+        for turn in self._waiting:
+            if turn.object_id == object_id:
+                self._waiting.remove(turn)
+                self._waiting.appendleft(turn)
+                return
+        if any(turn.object_id == object_id for turn in self._turns.values()):
+            return  # granted already
+        self._ahead[object_id] = None
+        while len(self._ahead) > MAX_AHEAD:
+            del self._ahead[next(iter(self._ahead))]
 
     def done(self, peer: bytes, object_id: bytes, now: float) -> list[Grant]:
         """A2: a put of `object_id` from `peer` arrived."""

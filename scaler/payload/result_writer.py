@@ -64,7 +64,7 @@ def succeeded_result(
     except Exception as error:
         text = f"the task's result of type {type(value).__qualname__} could not be serialized: {error!r}"
         return m.TaskResult(task.task_id, m.ResultStatus.NOT_SERIALIZABLE, error_message=text, profile=profile)
-    object_id = new_random_object_id()
+    object_id = task.result_id or new_random_object_id()  # a task run again: its readers wait for this id
     try:
         # a processor on the storage's host writes the frames into a segment file and has it adopted (no copy through
         # the socket); the TaskResult leaves once the object is stored, or, for a large one nobody can change, once the

@@ -293,7 +293,7 @@ M_STRUCTS: dict[str, Struct] = {
     ),
     "Task": (
         1,
-        11,
+        12,
         -1,
         (
             ("taskId", -1, "data", 0, ""),
@@ -309,6 +309,7 @@ M_STRUCTS: dict[str, Struct] = {
             ("actorId", -1, "data", 8, ""),
             ("actor", -1, "struct", 9, "ActorSpec"),
             ("largeInputs", -1, "list", 10, "data"),
+            ("resultId", -1, "data", 11, ""),
         ),
     ),
     "ActorSpec": (
@@ -1061,6 +1062,7 @@ SM_STRUCTS: dict[str, Struct] = {
             ("writeProgress", 12, "struct", 0, "WriteProgress"),
             ("source", 13, "struct", 0, "SourceRequest"),
             ("hostReport", 14, "struct", 0, "HostReport"),
+            ("fates", 15, "list", 0, "data"),
         ),
     ),
     "HostTraffic": (
@@ -1220,7 +1222,7 @@ SM_STRUCTS: dict[str, Struct] = {
     ),
     "PutRequest": (
         2,
-        4,
+        5,
         -1,
         (
             ("objectId", -1, "data", 0, ""),
@@ -1229,6 +1231,8 @@ SM_STRUCTS: dict[str, Struct] = {
             ("name", -1, "text", 2, ""),
             ("frameBytes", -1, "list", 3, "uint64"),
             ("turn", -1, "bool", 64, ""),
+            ("hold", -1, "bool", 65, ""),
+            ("pieceDigests", -1, "list", 4, "data"),
         ),
     ),
     "StorageReply": (
@@ -1250,6 +1254,7 @@ SM_STRUCTS: dict[str, Struct] = {
             ("outcomes", 7, "struct", 1, "AdoptOutcomes"),
             ("parts", -1, "uint32", 3, ""),
             ("source", 8, "struct", 1, "ObjectSource"),
+            ("fates", 9, "list", 1, "int64"),
         ),
     ),
     "SegmentDirectory": (

@@ -157,6 +157,7 @@ _M_TASK__STREAM_CREDIT = field_of("m", "Task.streamCredit")
 _M_TASK__ACTOR_ID = field_of("m", "Task.actorId")
 _M_TASK__ACTOR = field_of("m", "Task.actor")
 _M_TASK__LARGE_INPUTS = field_of("m", "Task.largeInputs")
+_M_TASK__RESULT_ID = field_of("m", "Task.resultId")
 _NEW_M_TASK = constructor(m.Task)
 _M_ACTOR_SPEC__MAX_RESTARTS = field_of("m", "ActorSpec.maxRestarts")
 _M_ACTOR_SPEC__MAX_CONCURRENCY = field_of("m", "ActorSpec.maxConcurrency")
@@ -465,6 +466,7 @@ _SM_STORAGE_REQUEST__WRITE_BEGIN = field_of("sm", "StorageRequest.writeBegin")
 _SM_STORAGE_REQUEST__WRITE_PROGRESS = field_of("sm", "StorageRequest.writeProgress")
 _SM_STORAGE_REQUEST__SOURCE = field_of("sm", "StorageRequest.source")
 _SM_STORAGE_REQUEST__HOST_REPORT = field_of("sm", "StorageRequest.hostReport")
+_SM_STORAGE_REQUEST__FATES = field_of("sm", "StorageRequest.fates")
 _NEW_SM_STORAGE_REQUEST = constructor(sm.StorageRequest)
 _SM_HOST_TRAFFIC__HOST = field_of("sm", "HostTraffic.host")
 _SM_HOST_TRAFFIC__ADDRESS = field_of("sm", "HostTraffic.address")
@@ -547,6 +549,8 @@ _SM_PUT_REQUEST__TOTAL_BYTES = field_of("sm", "PutRequest.totalBytes")
 _SM_PUT_REQUEST__NAME = field_of("sm", "PutRequest.name")
 _SM_PUT_REQUEST__FRAME_BYTES = field_of("sm", "PutRequest.frameBytes")
 _SM_PUT_REQUEST__TURN = field_of("sm", "PutRequest.turn")
+_SM_PUT_REQUEST__HOLD = field_of("sm", "PutRequest.hold")
+_SM_PUT_REQUEST__PIECE_DIGESTS = field_of("sm", "PutRequest.pieceDigests")
 _NEW_SM_PUT = constructor(sm.Put)
 _SM_STORAGE_REPLY__REQUEST_ID = field_of("sm", "StorageReply.requestId")
 _SM_STORAGE_REPLY__STATUS = field_of("sm", "StorageReply.status")
@@ -562,6 +566,7 @@ _SM_STORAGE_REPLY__SEGMENTS = field_of("sm", "StorageReply.segments")
 _SM_STORAGE_REPLY__MAPPED = field_of("sm", "StorageReply.mapped")
 _SM_STORAGE_REPLY__OUTCOMES = field_of("sm", "StorageReply.outcomes")
 _SM_STORAGE_REPLY__SOURCE = field_of("sm", "StorageReply.source")
+_SM_STORAGE_REPLY__FATES = field_of("sm", "StorageReply.fates")
 _NEW_SM_STORAGE_REPLY = constructor(sm.StorageReply)
 _SM_SEGMENT_DIRECTORY__PATH = field_of("sm", "SegmentDirectory.path")
 _SM_SEGMENT_DIRECTORY__BOOT_ID = field_of("sm", "SegmentDirectory.bootId")
@@ -974,6 +979,8 @@ def write_task(b: Any, v: m.Task) -> None:
         write_actor_spec(b.init("actor"), v.actor)
     if v.large_inputs:
         b.largeInputs = v.large_inputs
+    if v.result_id:
+        b.resultId = v.result_id
 
 
 def read_task(r: Any) -> m.Task:
@@ -991,6 +998,7 @@ def read_task(r: Any) -> m.Task:
         r._get_by_field(_M_TASK__ACTOR_ID),
         read_actor_spec(r._get_by_field(_M_TASK__ACTOR)) if r._has_by_field(_M_TASK__ACTOR) else None,
         tuple(r._get_by_field(_M_TASK__LARGE_INPUTS)) if r._has_by_field(_M_TASK__LARGE_INPUTS) else (),
+        r._get_by_field(_M_TASK__RESULT_ID),
     )
 
 
@@ -1972,6 +1980,8 @@ def write_storage_request(b: Any, v: sm.StorageRequest) -> None:  # noqa: C901 -
         write_source_request(b.init("source"), x)
     elif isinstance(x, sm.HostReport):
         write_host_report(b.init("hostReport"), x)
+    elif isinstance(x, sm.Fates):
+        b.fates = x.object_ids
     else:
         raise TypeError(f"{type(x).__name__} is not a member of this union")
 
@@ -2009,6 +2019,8 @@ def read_storage_request(r: Any) -> sm.StorageRequest:  # noqa: C901 - one branc
         operation = read_source_request(r._get_by_field(_SM_STORAGE_REQUEST__SOURCE))
     elif which == "hostReport":
         operation = read_host_report(r._get_by_field(_SM_STORAGE_REQUEST__HOST_REPORT))
+    elif which == "fates":
+        operation = sm.Fates(tuple(r._get_by_field(_SM_STORAGE_REQUEST__FATES)))
     else:
         raise ValueError(f"unknown union member {which}")
     return _NEW_SM_STORAGE_REQUEST(r._get_by_field(_SM_STORAGE_REQUEST__REQUEST_ID), operation)
@@ -2269,6 +2281,10 @@ def write_put(b: Any, v: sm.Put) -> None:
         b.frameBytes = v.frame_bytes
     if v.turn:
         b.turn = v.turn
+    if v.hold:
+        b.hold = v.hold
+    if v.piece_digests:
+        b.pieceDigests = v.piece_digests
 
 
 def read_put(r: Any) -> sm.Put:
@@ -2279,6 +2295,10 @@ def read_put(r: Any) -> sm.Put:
         r._get_by_field(_SM_PUT_REQUEST__NAME),
         tuple(r._get_by_field(_SM_PUT_REQUEST__FRAME_BYTES)) if r._has_by_field(_SM_PUT_REQUEST__FRAME_BYTES) else (),
         r._get_by_field(_SM_PUT_REQUEST__TURN),
+        r._get_by_field(_SM_PUT_REQUEST__HOLD),
+        tuple(r._get_by_field(_SM_PUT_REQUEST__PIECE_DIGESTS))
+        if r._has_by_field(_SM_PUT_REQUEST__PIECE_DIGESTS)
+        else (),
     )
 
 
@@ -2303,6 +2323,8 @@ def write_storage_reply(b: Any, v: sm.StorageReply) -> None:
         write_adopt_outcomes(b.init("outcomes"), x)
     elif isinstance(x, sm.ObjectSource):
         write_object_source(b.init("source"), x)
+    elif isinstance(x, sm.ObjectFates):
+        b.fates = x.losses
     elif isinstance(x, int):
         b.deleted = x
     else:
@@ -2333,6 +2355,8 @@ def read_storage_reply(r: Any) -> sm.StorageReply:
         value = read_adopt_outcomes(r._get_by_field(_SM_STORAGE_REPLY__OUTCOMES))
     elif which == "source":
         value = read_object_source(r._get_by_field(_SM_STORAGE_REPLY__SOURCE))
+    elif which == "fates":
+        value = sm.ObjectFates(tuple(r._get_by_field(_SM_STORAGE_REPLY__FATES)))
     else:
         raise ValueError(f"unknown union member {which}")
     return _NEW_SM_STORAGE_REPLY(

@@ -12,7 +12,7 @@
 
 using Storage = import "object_storage.capnp";
 
-const protocolVersion :UInt32 = 6;
+const protocolVersion :UInt32 = 7;
   # Every hello carries it; peers of another version are refused. Raise it with any change an older peer cannot read:
   # a new message, union member or enumerant it would receive, or a changed meaning (docs/protocol.md, section 4.6).
   # Version 4: one route; every task reaches its processor on the processor's own link (docs/protocol.md section 3.7).
@@ -239,6 +239,9 @@ struct Task {
   actor @11 :ActorSpec;     # an actor's start (its function is the class): the actor's id is this task's; absent otherwise
   largeInputs @12 :List(Data);  # client -> scheduler: the ids of the task's arguments stored as objects (at most
                                 # 4, in argument order), so that it is placed on a host that holds them; empty: none
+  resultId @13 :Data;       # scheduler -> worker: a task run again because its large result was lost before it was
+                            # stored (its host went): the object id its result is stored under (its readers wait for
+                            # it there); empty: a new one
 }
 
 struct ActorSpec {

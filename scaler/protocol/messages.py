@@ -134,7 +134,7 @@ _set = object.__setattr__
 #: per host"): HelloReply's objectStorageServerKey; in the storage protocol, StorageHello's cacheAddress, the source
 #: request and reply, SegmentDirectory's hostCache, and the caches' hostReport (what each holds and moves, which the
 #: storage's info and the monitor feed's status carry).
-PROTOCOL_VERSION = 6
+PROTOCOL_VERSION = 7
 
 #: A task's priority is the user's priority shifted left by this many bits, plus its nesting depth
 #: (client/sharing.py): `priority >> priorityDepthBits` is the user's priority.
@@ -751,6 +751,9 @@ class Task(FrozenValue):
     #: client -> scheduler: the ids of the task's arguments stored as objects (at most 4, in argument order), so
     #: that it is placed on a host that holds them; empty: none
     large_inputs: tuple[ObjectID, ...] = ()
+    #: scheduler -> worker: a task run again because its large result was lost before it was stored (its host
+    #: went): the object id its result is stored under (its readers wait for it there); empty: a new one
+    result_id: ObjectID = ObjectID(b"")
     #: the frame this value was decoded from; the codec reuses it when the value is forwarded unchanged. Not part
     #: of the value: not compared, and dropped by dataclasses.replace
     wire: bytes | None = field(default=None, init=False, repr=False, compare=False)
@@ -770,6 +773,7 @@ class Task(FrozenValue):
         actor_id: TaskID = TaskID(b""),
         actor: ActorSpec | None = None,
         large_inputs: tuple[ObjectID, ...] = (),
+        result_id: ObjectID = ObjectID(b""),
     ) -> None:
         _set(self, "task_id", task_id)
         _set(self, "client_id", client_id)
@@ -784,6 +788,7 @@ class Task(FrozenValue):
         _set(self, "actor_id", actor_id)
         _set(self, "actor", actor)
         _set(self, "large_inputs", large_inputs)
+        _set(self, "result_id", result_id)
         _set(self, "wire", None)
 
 

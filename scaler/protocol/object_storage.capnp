@@ -38,6 +38,8 @@ struct StorageRequest {
                             # answered `source` (another host's cache, or this server)
     hostReport @15 :HostReport;  # a host cache tells its storage server what it holds and moves (every second while
                             # that changes, every 10 s while it does not): answered `none`; the server's info carries it
+    fates @16 :List(Data);  # the scheduler asks what becomes of these objects (large results whose tasks it keeps until
+                            # they are stored): answered `fates`
   }
 }
 
@@ -165,6 +167,12 @@ struct PutRequest {
   turn @5 :Bool;            # a host cache asks for its turn to upload this object (`totalBytes` of it), without payload:
                             # answered ok once the server admits the upload (then the put itself follows on the same
                             # connection); a server that does not know the field answers badRequest (no payload)
+  hold @6 :Bool;            # a host cache holds this object (`totalBytes` of it) and will upload it, without payload:
+                            # answered ok once the server recorded it (reads of it wait for the upload, other hosts
+                            # fetch it from that cache); refused `full` beyond the server's bound; a server that does
+                            # not know the field answers badRequest (no payload)
+  pieceDigests @7 :List(Data);  # a hold's: BLAKE2b (16 bytes) of each piece of the object as getInParts cuts it,
+                            # named with the holder to the caches that fetch it from there
 }
 
 enum StorageStatus {
@@ -191,6 +199,9 @@ struct StorageReply {
     mapped @9 :UInt64;      # getMapped: the object is the segment file named after its id; total payload bytes
     outcomes @11 :AdoptOutcomes;  # adoptMany: each adopt's outcome, in the order asked
     source @13 :ObjectSource;  # source: where to fetch the object from
+    fates @14 :List(Int64); # fates: per object asked, in order: -1 nothing to wait for (stored, or neither held nor
+                            # lost: deleted, never held); n >= 0 not stored yet, held by a host cache (n = 0) or lost
+                            # n times (its holder went before its upload was stored: its task is to run again)
   }
   frameBytes @10 :List(UInt64);  # get over CURVE: the object's frames' lengths when the payload frames are pieces of
                             # them (frames over 1 MiB go in pieces): the reader joins them again; empty: the

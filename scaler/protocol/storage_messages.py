@@ -33,6 +33,7 @@ __all__ = [
     "Delete",
     "DeleteOwner",
     "Exists",
+    "Fates",
     "Get",
     "GetInParts",
     "GetMapped",
@@ -41,6 +42,7 @@ __all__ = [
     "Info",
     "MappedSize",
     "ObjectCopies",
+    "ObjectFates",
     "ObjectSize",
     "ObjectSource",
     "Put",
@@ -147,6 +149,17 @@ class GetInParts(FrozenValue):
 
     def __init__(self, object_id: ObjectID) -> None:
         _set(self, "object_id", object_id)
+
+
+@frozen_value
+class Fates(FrozenValue):
+    """the scheduler asks what becomes of these objects (large results whose tasks it keeps until they are stored):
+    answered `fates`"""
+
+    object_ids: tuple[ObjectID, ...]
+
+    def __init__(self, object_ids: tuple[ObjectID, ...]) -> None:
+        _set(self, "object_ids", object_ids)
 
 
 @frozen_value
@@ -496,6 +509,13 @@ class Put(FrozenValue):
     #: once the server admits the upload (then the put itself follows on the same connection); a server that does
     #: not know the field answers badRequest (no payload)
     turn: bool = False
+    #: a host cache holds this object (`totalBytes` of it) and will upload it, without payload: answered ok once
+    #: the server recorded it (reads of it wait for the upload, other hosts fetch it from that cache); refused
+    #: `full` beyond the server's bound; a server that does not know the field answers badRequest (no payload)
+    hold: bool = False
+    #: a hold's: BLAKE2b (16 bytes) of each piece of the object as getInParts cuts it, named with the holder to
+    #: the caches that fetch it from there
+    piece_digests: tuple[bytes, ...] = ()
 
     def __init__(
         self,
@@ -505,6 +525,8 @@ class Put(FrozenValue):
         name: str = "",
         frame_bytes: tuple[int, ...] = (),
         turn: bool = False,
+        hold: bool = False,
+        piece_digests: tuple[bytes, ...] = (),
     ) -> None:
         _set(self, "object_id", object_id)
         _set(self, "owner_id", owner_id)
@@ -512,6 +534,8 @@ class Put(FrozenValue):
         _set(self, "name", name)
         _set(self, "frame_bytes", frame_bytes)
         _set(self, "turn", turn)
+        _set(self, "hold", hold)
+        _set(self, "piece_digests", piece_digests)
 
 
 @frozen_value
@@ -532,6 +556,18 @@ class MappedSize(FrozenValue):
 
     def __init__(self, total_bytes: int) -> None:
         _set(self, "total_bytes", total_bytes)
+
+
+@frozen_value
+class ObjectFates(FrozenValue):
+    """fates: per object asked, in order: -1 nothing to wait for (stored, or neither held nor lost: deleted, never
+    held); n >= 0 not stored yet, held by a host cache (n = 0) or lost n times (its holder went before its upload
+    was stored: its task is to run again)"""
+
+    losses: tuple[int, ...]
+
+    def __init__(self, losses: tuple[int, ...]) -> None:
+        _set(self, "losses", losses)
 
 
 @frozen_value
@@ -626,6 +662,18 @@ StorageOperation = (
     | WriteProgress
     | SourceRequest
     | HostReport
+    | Fates
 )
 
-ReplyValue = ObjectSize | bool | StorageInfo | int | SegmentDirectory | MappedSize | AdoptOutcomes | ObjectSource | None
+ReplyValue = (
+    ObjectSize
+    | bool
+    | StorageInfo
+    | int
+    | SegmentDirectory
+    | MappedSize
+    | AdoptOutcomes
+    | ObjectSource
+    | ObjectFates
+    | None
+)

@@ -21,17 +21,17 @@ _WORD = struct.Struct("<Q")
 _PAD = (b"", b"\0" * 7, b"\0" * 6, b"\0" * 5, b"\0" * 4, b"\0" * 3, b"\0" * 2, b"\0")  #: zeros to the next word
 _BYTE_LIST = 2  #: a list pointer's element size: one byte (Data, Text)
 #: A struct pointer at offset 0 (its struct follows it): TaskBody (2 data words, 4 pointers), Message (1, 1),
-#: Task (1, 11)
+#: Task (1, 12)
 _BODY_ROOT = (2 << 32) | (4 << 48)
 _MESSAGE_ROOT = (1 << 32) | (1 << 48)
-_TASK_POINTER = (1 << 32) | (11 << 48)
+_TASK_POINTER = (1 << 32) | (12 << 48)
 _MESSAGE_TASK = 6  #: Message's union discriminant of `task`
 _ARGUMENT_TAG_SHAPE = (1 << 32) | (2 << 48)  #: an Argument: 1 data word, 2 pointers (the composite list's tag word)
 _KINDS = {m.ArgumentKind.INLINE: 0, m.ArgumentKind.OBJECT_ID: 1, m.ArgumentKind.TASK_RESULT: 2}
 
 
 _BODY_HEAD = struct.Struct("<II7Q")
-_TASK_HEAD = struct.Struct("<II15Q")
+_TASK_HEAD = struct.Struct("<II16Q")
 _POINTER_LIST = 6  #: a list pointer's element size: pointers (List(Data))
 _ARGUMENT = struct.Struct("<QQQ")
 
@@ -93,9 +93,11 @@ def body_frame(body: m.TaskBody) -> bytes | None:
 
 
 def task_frame(task: m.Task) -> bytes | None:
-    """The encoded Message holding the Task (None: one with capabilities, a graph's fields or an actor's start,
-    written by the generated codec)."""
+    """The encoded Message holding the Task (None: one with capabilities, a graph's fields, an actor's start or a
+    result's id, written by the generated codec)."""
     if task.capabilities or task.graph_id or task.dependencies or task.inputs or task.actor is not None:
+        return None
+    if task.result_id:
         return None
     task_id, client_id, body = task.task_id, task.client_id, task.body
     id_size, client_size, body_size = len(task_id), len(client_id), len(body)
@@ -120,7 +122,7 @@ def task_frame(task: m.Task) -> bytes | None:
 
 _SEGMENT = struct.Struct("<II")  #: the segment table of a one-segment message: 0 (one segment), its size in words
 _COMMON_WORDS = struct.Struct("<8Q")  #: root pointer, Message's data and pointer, Task's data, its first 4 pointers
-_NO_POINTERS = bytes(6 * 8)  #: Task's pointers after its body's: none set in the common task
+_NO_POINTERS = bytes(7 * 8)  #: Task's pointers after its body's: none set in the common task
 #: the common task's words by (function name, priority, stream credit, task id size, client id size), with its function
 #: name's blob (padded) and the word its body starts at (`_head`)
 _HEADS: dict[tuple[str, int, int, int, int], tuple[bytes, bytes, int]] = {}
@@ -134,12 +136,12 @@ def _head(
     word its body starts at; kept in `_HEADS`."""
     name = function_name.encode() + b"\0"
     name_size = len(name)
-    client_at = 15 + ((id_size + 7) >> 3)
+    client_at = 16 + ((id_size + 7) >> 3)
     name_at = client_at + ((client_size + 7) >> 3)
     body_at = name_at + ((name_size + 7) >> 3)
     words = _COMMON_WORDS.pack(
         _MESSAGE_ROOT, _MESSAGE_TASK, _TASK_POINTER, (priority & 0xFFFFFFFF) | (stream_credit << 32),
-        ((15 - 5) << 2) | 1 | ((_BYTE_LIST | (id_size << 3)) << 32),
+        ((16 - 5) << 2) | 1 | ((_BYTE_LIST | (id_size << 3)) << 32),
         ((client_at - 6) << 2) | 1 | ((_BYTE_LIST | (client_size << 3)) << 32),
         ((name_at - 7) << 2) | 1 | ((_BYTE_LIST | (name_size << 3)) << 32),
         0,
@@ -154,13 +156,13 @@ def _head(
 
 def _task_frame(task: m.Task, id_size: int, client_size: int, body_size: int) -> bytes:
     """`task_frame` of a task with an actor's call's id or large inputs, each word written for it."""
-    # words after the segment table: 0 the root pointer, 1 Message's data, 2 its pointer, 3 Task's data, 4-14 its
+    # words after the segment table: 0 the root pointer, 1 Message's data, 2 its pointer, 3 Task's data, 4-15 its
     # pointers (taskId 4, clientId 5, functionName 6, body 8, actorId 12, largeInputs 14), then the blobs in the order
     # they are set
     task_id, client_id, body, actor_id = task.task_id, task.client_id, task.body, task.actor_id
     name = task.function_name.encode() + b"\0"
     name_size = len(name)
-    client_at = 15 + ((id_size + 7) >> 3)
+    client_at = 16 + ((id_size + 7) >> 3)
     name_at = client_at + ((client_size + 7) >> 3)
     body_at = name_at + ((name_size + 7) >> 3)
     end = body_at + ((body_size + 7) >> 3)
@@ -178,12 +180,12 @@ def _task_frame(task: m.Task, id_size: int, client_size: int, body_size: int) ->
         large_pointer, end = _list_of_blobs(14, end, task.large_inputs, parts)
     parts[0] = _TASK_HEAD.pack(
         0, end, _MESSAGE_ROOT, _MESSAGE_TASK, _TASK_POINTER, (task.priority & 0xFFFFFFFF) | (task.stream_credit << 32),
-        ((15 - 5) << 2) | 1 | ((_BYTE_LIST | (id_size << 3)) << 32),
+        ((16 - 5) << 2) | 1 | ((_BYTE_LIST | (id_size << 3)) << 32),
         ((client_at - 6) << 2) | 1 | ((_BYTE_LIST | (client_size << 3)) << 32),
         ((name_at - 7) << 2) | 1 | ((_BYTE_LIST | (name_size << 3)) << 32),
         0,
         ((body_at - 9) << 2) | 1 | ((_BYTE_LIST | (body_size << 3)) << 32),
-        0, 0, 0, actor_pointer, 0, large_pointer,
+        0, 0, 0, actor_pointer, 0, large_pointer, 0,
     )  # fmt: skip
     return b"".join(parts)
 

@@ -43,6 +43,7 @@ from scaler.scheduler.core.events import (
     AnswersStored,
     Beats,
     Event,
+    FatesTold,
     PeerLost,
     Received,
     ShellStats,
@@ -56,6 +57,9 @@ from scaler.scheduler.peer_keys import REVOKED, PeerKeys
 logger = logging.getLogger(__name__)
 
 STATS_SECONDS = 1.0
+#: How often the storage server is asked what became of the large results reported before they were stored, while
+#: there are any (scheduler/core/unstored_results.py): a result lost with its host is made again this much later.
+FATES_SECONDS = 1.0
 #: Delays after a closed connection at which its peers are probed (the routing entry goes away
 #: a moment after the close event).
 PROBE_DELAYS_SECONDS = (0.05, 0.5, 2.0)
@@ -157,6 +161,7 @@ class SchedulerServer:
         routines = [
             asyncio.ensure_future(self._tick_routine()),
             asyncio.ensure_future(self._stats_routine()),
+            asyncio.ensure_future(self._fates_routine()),
         ]
         if self._keys is not None:
             routines.append(asyncio.ensure_future(self._revocation_routine(self._keys)))
@@ -382,6 +387,22 @@ class SchedulerServer:
             interval = self._core.pace().tick_seconds  # a beat a second while a big cluster idles (`pace.py`)
             await self._clock.sleep(interval)
             self._feed([beats.tick(self._now(), self._clock.wall(), interval, reads_behind=self._router.behind)])
+
+    async def _fates_routine(self) -> None:
+        """Every second while the core keeps large results not known to be stored: their fates, asked of the storage
+        server (a result lost with its host is made again from its task; one stored is forgotten)."""
+        unstored = self._core.lifecycle.unstored
+        while True:
+            await self._clock.sleep(FATES_SECONDS)
+            asked = unstored.asked()
+            if not asked:
+                continue
+            try:
+                losses = await self._storage.fates(asked, timeout_seconds=FATES_SECONDS * 10)
+            except Exception as error:  # asked again on the next round
+                logger.debug("object storage fates unavailable: %s", error)
+                continue
+            self._feed([FatesTold(asked, losses, self._now())])
 
     async def _revocation_routine(self, keys: PeerKeys) -> None:
         """Every second: a peer whose key left the authorised folder is dropped (its tasks go as if it had

@@ -9,8 +9,9 @@ storage server sent are read from its established TCP sockets (`ss`'s bytes_acke
 - N processors of each of two hosts reading one object: the storage server sends it about once (the second host
   fetches it from the first host's cache), and each host's processors map the one file of its cache
   (/proc/self/maps).
-- A result is held by the storage server before its task is reported done: reported, then both worker hosts killed
-  (every process of their namespaces), it still reads back.
+- A result reported done survives its host: reported, then both worker hosts killed (every process of their
+  namespaces) and another started, it still reads back (made again there from its task when its upload had not been
+  stored: held_results.py).
 - A peer with other keys than the workers' gets nothing from a cache (its CURVE handshake is refused); the workers'
   keys get the object.
 - A host's cache that dies (killed) is replaced: its workers find the route again and their tasks go on.
@@ -28,7 +29,8 @@ Checked by hand with each mechanism off:
 - host to host off (`HostLedger.source` naming no other host): the storage server sent the object once per host (two
   copies): the same test fails;
 - rule C4 off (`StorageService._settled` answering a peer's put at once and asking no upload): the result is lost with
-  its host: `test_a_result_reported_done_survives_its_host` fails (MissingObjects);
+  its host: `test_a_result_reported_done_survives_its_host` fails (MissingObjects); and with the scheduler not making a
+  lost result again (`TaskLifecycle.fates_told` doing nothing), it fails too (the read waits past its timeout);
 - the fallback off (`Upstream._from_another_host` not catching a failed source): the fetch fails and so do the
   tasks: `test_a_source_that_cannot_be_reached_...` fails;
 - the agent's check of its cache off (`WorkerAgent._check_cache` returning at once): no other cache starts:
@@ -564,10 +566,21 @@ def test_a_cache_that_dies_is_replaced_and_the_tasks_go_on(stack: Stack) -> None
 
 
 def test_a_result_reported_done_survives_its_host(stack: Stack) -> None:
+    """Killed before its upload was stored, the result is made again from its task on the host started after."""
+    spare = "cache-host-c"
     with Client(stack.addresses.scheduler) as client:
         future = client.submit(large_result, 8 * MiB)
         wait_for(future.done, "the task to be reported done")
         for host in HOSTS:
             stack.kill_host(host)
-        host, value = future.result()
-    assert host in HOSTS and len(value) == 8 * MiB
+        cluster = [str(BIN_DIR / "scaler_cluster"), "-n", "1", stack.addresses.scheduler, "-his", "0.5", "-ll", "INFO"]
+        with open(stack.logs / f"{spare}.log", "wb") as log:
+            stack.hosts[spare] = subprocess.Popen(
+                on_host(spare, cluster, stack.logs / f"{spare}-tmp"), stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        try:
+            host, value = future.result()
+        finally:
+            stack.kill_host(spare)
+    assert host in (*HOSTS, spare) and len(value) == 8 * MiB

@@ -212,3 +212,18 @@ def test_a_server_that_gives_no_turns_is_told_apart() -> None:
     assert isinstance(status_error(reply, "tcp://storage:1", turn), TurnsUnknown)
     plain = Put(ObjectID(b"1" * 32), b"", 2000, "")
     assert not isinstance(status_error(reply, "tcp://storage:1", plain), TurnsUnknown)
+
+
+def test_a_turn_a_reader_waits_for_goes_ahead() -> None:
+    """A6: a reader waits at the server for a result its host holds (held_results.py): that result's ask, waiting or
+    still to come, is granted next. Checked with `ahead` doing nothing: this fails."""
+    admission = UploadAdmission()
+    admission.ask(_peer(1), 11, _object(1), 10 * MB, 0.0)
+    admission.ask(_peer(2), 12, _object(2), 10 * MB, 0.1)
+    admission.ask(_peer(3), 13, _object(3), 10 * MB, 0.2)
+    admission.ahead(_object(3))
+    assert admission.done(_peer(1), _object(1), 0.8)[0] == Grant(_peer(3), 13), "granted before the earlier ask"
+    admission.ask(_peer(4), 14, _object(4), 10 * MB, 0.85)
+    admission.ahead(_object(5))
+    admission.ask(_peer(5), 15, _object(5), 10 * MB, 0.9)
+    assert admission.done(_peer(3), _object(3), 1.6)[0] == Grant(_peer(5), 15), "its ask came later, and goes first"

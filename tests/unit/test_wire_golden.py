@@ -96,6 +96,7 @@ MESSAGES: dict[str, m.Message] = {
     "task": TASK,
     "task-sparse": m.Task(T, C, b""),
     "task-large-inputs": m.Task(T, C, b"a body", large_inputs=(ObjectID(b"o" * 16), ObjectID(b"p" * 16))),
+    "task-result-id": m.Task(T, C, b"a body", result_id=ObjectID(b"r" * 16)),
     "result-inline": m.TaskResult(
         T,
         m.ResultStatus.SUCCESS,
@@ -258,6 +259,10 @@ REQUESTS: dict[str, sm.StorageRequest] = {
     ),
     "storage-put-sparse": sm.StorageRequest(2, sm.Put(ObjectID(b"o" * 16), b"", 0)),
     "storage-put-turn": sm.StorageRequest(2, sm.Put(ObjectID(b"o" * 16), b"Client|abc", 10_000_000, "", (), True)),
+    "storage-put-hold": sm.StorageRequest(
+        2, sm.Put(ObjectID(b"o" * 16), b"Client|abc", 10_000_000, "", (), False, True, (b"d" * 16, b"e" * 16))
+    ),
+    "storage-fates": sm.StorageRequest(2, sm.Fates((ObjectID(b"o" * 16), ObjectID(b"p" * 16)))),
     "storage-get": sm.StorageRequest(3, sm.Get(ObjectID(b"o" * 16))),
     "storage-delete": sm.StorageRequest(4, sm.Delete((ObjectID(b"a" * 16), ObjectID(b"b" * 16)))),
     "storage-delete-empty": sm.StorageRequest(4, sm.Delete(())),
@@ -311,6 +316,7 @@ REPLIES: dict[str, sm.StorageReply] = {
         sm.SegmentDirectory("/dev/shm/scaler-objects-1000-abc", "5e1f-boot", 25, 1 << 20, True),
     ),
     "storage-reply-mapped": sm.StorageReply(9, sm.StorageStatus.OK, "", sm.MappedSize(1 << 33)),
+    "storage-reply-fates": sm.StorageReply(9, sm.StorageStatus.OK, "", sm.ObjectFates((-1, 0, 2))),
     "storage-reply-in-parts": sm.StorageReply(
         11, sm.StorageStatus.OK, "", sm.ObjectSize((1 << 20) + 40), (40, 1 << 20), 2
     ),

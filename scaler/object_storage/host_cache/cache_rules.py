@@ -10,9 +10,13 @@ C2. A fetch whose upstream answer named the object's frames begins as a write re
     (followed_writes.py, its writer the upstream fetcher): the reads that waited follow it from then on, so that a
     getInParts gets each piece once it has come; the copy is adopted (or, under SEGMENT_FROM_BYTES, put) when whole.
 C3. A fetch that fails answers the reads still waiting `notFound`, naming the upstream's reason.
-C4. A put or adopt from a peer (a processor's result) is stored here, then uploaded (`UploadWork`): its answer waits for
-    the upstream's, which it passes on (`full` and refusals included), so that an object a processor was told is
-    stored is held upstream too. An object the fetcher stored is never uploaded.
+C4. A put or adopt from a peer (a processor's result) is stored here, then uploaded (`UploadWork`). A large one (from
+    HOLD_FROM_BYTES) is first *held* (`HoldWork`): the upstream records that this cache holds it and will upload it
+    (held_results.py), and the put is answered ok once it did; the upload follows in the background. If the upstream
+    records no holds (an older one, or its bound), or for a small one, the answer waits for the upload's, which it
+    passes on (`full` and refusals included). Either way an object a processor was told is stored is held upstream
+    or known there to be held here: a result whose host dies before its upload is stored is made again from its task.
+    An object the fetcher stored is never uploaded.
 C5. `exists` of an object asks the upstream (`Check`): the answer is the upstream's, and a copy of an object the
     upstream no longer holds is dropped here (a cleared object then fails as a missing one).
 C6. A `writeBegin` from a peer is refused: readers of a result ask the storage server, which cannot follow a write
@@ -28,6 +32,10 @@ from typing import Generic, TypeVar
 #: The identity under which the cache's own fetcher speaks to its service (no socket peer has an empty first byte
 #: and this name: ROUTER identities that ZeroMQ makes start with a zero byte followed by four random bytes).
 FETCHER = b"\x00scaler-host-cache-fetcher"
+
+#: A result from this size on is held (C4): its put answered once the upstream recorded that this cache holds it, its
+#: upload after (the size from which uploads take turns, upload_admission.py).
+HOLD_FROM_BYTES = 1 << 20
 
 C6_REFUSAL = "a host cache takes no writes readers follow: put or adopt the object (it is stored upstream too)"
 
@@ -51,13 +59,21 @@ class UploadWork:
 
 
 @dataclass(frozen=True, slots=True)
+class HoldWork:
+    """Tell the upstream that this cache holds the object and will upload it (rule C4)."""
+
+    object_id: bytes
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
 class Check:
     """Ask the upstream whether it holds the object (rule C5)."""
 
     object_id: bytes
 
 
-UpstreamWork = Fetch | UploadWork | Check
+UpstreamWork = Fetch | HoldWork | UploadWork | Check
 
 
 class CacheRole(Generic[R, W]):
@@ -67,6 +83,9 @@ class CacheRole(Generic[R, W]):
         self._missing: dict[bytes, list[R]] = {}  #: object -> the reads waiting for its fetch to begin (C1)
         self._fetching: set[bytes] = set()  #: objects whose fetch is under way (C1, C2)
         self._uploading: dict[tuple[bytes, int], list[W]] = {}  #: (object, generation) -> its waiting puts (C4)
+        self._holding: dict[tuple[bytes, int], list[W]] = {}  #: (object, generation) -> puts waiting for its hold (C4)
+        #: large results are held (C4) until the upstream answers that it records no holds (an older one)
+        self.holds = True
         self._checking: dict[bytes, list[W]] = {}  #: object -> the exists waiting for the upstream's answer (C5)
         self._work: list[UpstreamWork] = []
 
@@ -98,12 +117,32 @@ class CacheRole(Generic[R, W]):
 
     # ------------------------------------------------------------ C4: uploads
 
-    def upload(self, object_id: bytes, generation: int, waiting: list[W]) -> None:
-        """C4: a peer's put or adopt settled here; its answer waits for the upload."""
+    def upload(self, object_id: bytes, generation: int, waiting: list[W], total_bytes: int = 0) -> None:
+        """C4: a peer's put or adopt settled here; its answer waits for the hold of a large one, else for the upload."""
         key = (object_id, generation)
+        if key in self._holding:
+            self._holding[key].extend(waiting)
+            return
+        if self.holds and total_bytes >= HOLD_FROM_BYTES and key not in self._uploading:
+            self._holding[key] = list(waiting)
+            self._work.append(HoldWork(object_id, generation))
+            return
         if key not in self._uploading:
             self._work.append(UploadWork(object_id, generation))
         self._uploading.setdefault(key, []).extend(waiting)
+
+    def held(self, object_id: bytes, generation: int, recorded: bool) -> list[W]:
+        """C4: the upstream answered a hold. Recorded: the puts to answer ok now, and the upload goes on without them;
+        not: they wait for the upload instead (an upstream that records no holds is not asked again: `holds`)."""
+        key = (object_id, generation)
+        waiting = self._holding.pop(key, [])
+        if key not in self._uploading:
+            self._work.append(UploadWork(object_id, generation))
+        if recorded:
+            self._uploading.setdefault(key, [])
+            return waiting
+        self._uploading.setdefault(key, []).extend(waiting)
+        return []
 
     def uploaded(self, object_id: bytes, generation: int) -> list[W]:
         """C4: the upstream answered the upload: the puts and adopts to answer with its status."""

@@ -13,10 +13,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from scaler.io.sockets import TransportSecurity
-from scaler.object_storage.host_cache.cache_rules import FETCHER, Check, Fetch, UploadWork
+from scaler.object_storage.host_cache.cache_rules import FETCHER, Check, Fetch, HoldWork, UploadWork
 from scaler.object_storage.host_cache.ledger import Ledger
 from scaler.object_storage.host_cache.reporter import Reporter
-from scaler.object_storage.host_cache.upstream import UploadJob, Upstream
+from scaler.object_storage.host_cache.upstream import HoldJob, UploadJob, Upstream
 from scaler.object_storage.segment_files import SegmentFileError, map_segment, segment_path
 from scaler.object_storage.service import Reply, StorageAnswer, StorageService
 from scaler.protocol.ids import ObjectID
@@ -105,6 +105,12 @@ class CacheGlue:
                     self.uploaded(work.object_id, work.generation, StorageStatus.BAD_REQUEST, job)
                 else:
                     self.upstream.submit(job)
+            else:
+                job = self._upload_job(work)
+                if isinstance(job, str):  # deleted or replaced meanwhile: its puts wait for the upload's refusal
+                    self.held(work.object_id, work.generation, False, True)
+                else:
+                    self.upstream.submit(HoldJob(job.object_id, job.generation, job.owner_id, job.name, job.frames))
 
     def answered(self, answer: StorageAnswer) -> None:
         """The answer to one of the fetcher's requests: one that failed ends the fetch (rule C3)."""
@@ -147,6 +153,13 @@ class CacheGlue:
             self.ledger.uploaded(object_id, stored.total_bytes if stored is not None else 0)
         self._shell.answer_all(self._shell.service.uploaded(object_id, generation, status, reason))
 
+    def held(self, object_id: bytes, generation: int, recorded: bool, known: bool) -> None:
+        service = self._shell.service
+        assert service.cache is not None
+        if not known:
+            service.cache.holds = False
+        self._shell.answer_all(service.held_answer(object_id, generation, recorded))
+
     def checked(self, object_id: bytes, exists: bool | None, reason: str) -> None:
         self._shell.answer_all(self._shell.run_disk_work(self._shell.service.checked(object_id, exists, reason)))
 
@@ -167,7 +180,7 @@ class CacheGlue:
         self._shell.answer_all(self._shell.run_disk_work([]))
         return None if answer is None else answer.reply.status
 
-    def _upload_job(self, work: UploadWork) -> UploadJob | str:
+    def _upload_job(self, work: UploadWork | HoldWork) -> UploadJob | str:
         """The frames an upload puts, as stored here now; or why there are none."""
         stored = self._shell.service.store.get(work.object_id)
         if stored is None or stored.generation != work.generation:

@@ -12,7 +12,10 @@ upstream names none, the object comes from the upstream itself. Either way it is
 (the one copy of the fetch: from the socket into shared memory), telling the service when the file is begun (the
 header names the frames: readers follow it from then on, another host's cache among them), how far it is written,
 and when it is whole (then adopted). An object under SEGMENT_FROM_BYTES is put into the store instead.
-An upload puts the frames the shell took from the store; a large one first asks the upstream for its turn
+A hold (cache rule C4) tells the upstream that this cache holds a large result and will upload it, with the digests of
+its pieces (other hosts' caches fetch it from here meanwhile and check them); an upstream that records no holds (an
+older one) is not asked again. An upload puts the frames the shell took from the store; a large one first asks the
+upstream for its turn
 (upload_admission.py: the storage server admits the hosts' large uploads so that they are stored one after another
 when its link limits them); an upstream that gives no turns (an older one) is not asked again, and an ask that fails
 otherwise lets the upload go without it. A check asks `exists`.
@@ -32,7 +35,7 @@ from typing import Any, Protocol
 
 from scaler.errors import IncompatiblePeerError, MissingObjects, ObjectStorageException, ObjectStorageFullError
 from scaler.io.sockets import TransportSecurity
-from scaler.object_storage.client_core import TurnsUnknown
+from scaler.object_storage.client_core import HoldsUnknown, TurnsUnknown
 from scaler.object_storage.connection import ObjectInParts, ObjectStorageConnection
 from scaler.object_storage.host_cache.cache_rules import Check, Fetch
 from scaler.object_storage.segment_files import PUT_SUFFIX, layout, remove_file
@@ -45,6 +48,7 @@ from scaler.protocol.storage_messages import (
     SourceRequest,
     StorageStatus,
     piece_digest,
+    piece_digests,
     wire_pieces,
 )
 from scaler.security.curve import CurveSecurity
@@ -81,7 +85,18 @@ class UploadJob:
     frames: Sequence[Any]
 
 
-Job = Fetch | UploadJob | Check
+@dataclass(frozen=True, slots=True)
+class HoldJob:
+    """A hold with what it names: the object's frames as stored here (for its pieces' digests)."""
+
+    object_id: bytes
+    generation: int
+    owner_id: bytes
+    name: str
+    frames: Sequence[Any]
+
+
+Job = Fetch | HoldJob | UploadJob | Check
 
 
 class UpstreamReports(Protocol):
@@ -98,6 +113,8 @@ class UpstreamReports(Protocol):
     def fetch_failed(self, object_id: bytes, reason: str) -> None: ...
 
     def uploaded(self, object_id: bytes, generation: int, status: StorageStatus, reason: str) -> None: ...
+
+    def held(self, object_id: bytes, generation: int, recorded: bool, known: bool) -> None: ...
 
     def checked(self, object_id: bytes, exists: bool | None, reason: str) -> None: ...
 
@@ -177,6 +194,8 @@ class Upstream:
             self._reports.fetch_failed(job.object_id, reason)
         elif isinstance(job, UploadJob):
             self._reports.uploaded(job.object_id, job.generation, StorageStatus.BAD_REQUEST, reason)
+        elif isinstance(job, HoldJob):
+            self._reports.held(job.object_id, job.generation, False, True)
         else:
             self._reports.checked(job.object_id, None, reason)
 
@@ -189,7 +208,12 @@ class Upstream:
             if self._turns and upload_bytes(job) >= LARGE_UPLOAD_BYTES:
                 self._ask_turn(connection, job)
             status, reason = _upload(connection, job)
+            if status is not StorageStatus.OK:
+                logger.warning("host cache: object %s was not stored upstream: %s", job.object_id.hex(), reason)
             self._on_loop(lambda: self._reports.uploaded(job.object_id, job.generation, status, reason))
+        elif isinstance(job, HoldJob):
+            recorded, known = self._hold(connection, job)
+            self._on_loop(lambda: self._reports.held(job.object_id, job.generation, recorded, known))
         else:
             exists: bool | None
             try:
@@ -197,6 +221,20 @@ class Upstream:
             except ObjectStorageException as error:
                 exists, reason = None, f"the upstream storage could not be asked: {error}"
             self._on_loop(lambda: self._reports.checked(job.object_id, exists, reason))
+
+    def _hold(self, connection: ObjectStorageConnection, job: HoldJob) -> tuple[bool, bool]:
+        """Tell the upstream this cache holds the object (held_results.py): (recorded, whether the upstream records
+        holds at all)."""
+        total = sum(memoryview(frame).nbytes for frame in job.frames)
+        try:
+            connection.hold(job.object_id, total, job.owner_id, job.name, piece_digests(job.frames))
+        except HoldsUnknown as error:
+            logger.info("host cache: %s; large results are answered once uploaded", error)
+            return False, False
+        except ObjectStorageException as error:
+            logger.info("host cache: object %s is answered once uploaded: %s", job.object_id.hex(), error)
+            return False, True
+        return True, True
 
     def _ask_turn(self, connection: ObjectStorageConnection, job: UploadJob) -> None:
         """Wait for the upstream to admit the upload (upload_admission.py); without a turn, it goes anyway."""

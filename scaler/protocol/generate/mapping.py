@@ -38,6 +38,7 @@ ID_TYPES = {
     "unknown": "TaskID",
     "cancelled": "TaskID",
     "largeInputs": "ObjectID",
+    "resultId": "ObjectID",
 }
 
 _NOT_ON_THE_FEED = "in-process read model; not on the monitor feed"
@@ -130,6 +131,7 @@ STRUCTS = {
             "actorId": Field(omit_empty=True),
             "actor": Field(optional=True),
             "largeInputs": Field(omit_empty=True),
+            "resultId": Field(omit_empty=True),
         },
         extra=(
             Extra(
@@ -248,6 +250,7 @@ STRUCTS = {
                     "deleteOwner": Member("DeleteOwner", "owner_id", "bytes"),
                     "getMapped": Member("GetMapped", "object_id", "ObjectID"),
                     "getInParts": Member("GetInParts", "object_id", "ObjectID"),
+                    "fates": Member("Fates", "object_ids", "tuple[ObjectID, ...]"),
                 },
             )
         },
@@ -256,7 +259,12 @@ STRUCTS = {
     "PutRequest": Struct(
         name="Put",
         required="objectId ownerId totalBytes",
-        fields={"frameBytes": Field(omit_empty=True), "turn": Field(omit_empty=True)},
+        fields={
+            "frameBytes": Field(omit_empty=True),
+            "turn": Field(omit_empty=True),
+            "hold": Field(omit_empty=True),
+            "pieceDigests": Field(omit_empty=True),
+        },
     ),
     "AdoptRequest": Struct(name="Adopt", required="objectId ownerId fileName totalBytes"),
     "StorageReply": Struct(
@@ -271,6 +279,7 @@ STRUCTS = {
                     "exists": Member(bare=True),
                     "deleted": Member(bare=True),
                     "mapped": Member("MappedSize", "total_bytes", "int"),
+                    "fates": Member("ObjectFates", "losses", "tuple[int, ...]"),
                 },
             ),
             "frameBytes": Field(omit_empty=True),

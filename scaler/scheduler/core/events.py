@@ -140,4 +140,14 @@ class AnswersLoaded:
     now: float
 
 
-Event = Received | Undecodable | PeerLost | Tick | ShellStats | AnswersStored | AnswersLoaded | Watchers
+@dataclass(frozen=True, slots=True)
+class FatesTold:
+    """The storage server's `fates` of large results reported before they were stored (unstored_results.py): per
+    object, -1 nothing to wait for, else how many times it was lost with its host."""
+
+    object_ids: tuple[ObjectID, ...]
+    losses: tuple[int, ...]
+    now: float
+
+
+Event = Received | Undecodable | PeerLost | Tick | ShellStats | AnswersStored | AnswersLoaded | Watchers | FatesTold

@@ -37,6 +37,7 @@ from scaler.scheduler.core.events import (
     AnswersLoaded,
     AnswersStored,
     Event,
+    FatesTold,
     PeerLost,
     Received,
     ShellStats,
@@ -210,6 +211,9 @@ class SchedulerCore:
         elif isinstance(event, AnswersLoaded):
             self._advance(event.now)
             self.client_sessions.on_loaded(event)
+        elif isinstance(event, FatesTold):
+            self._advance(event.now)
+            self.lifecycle.fates_told(event.object_ids, event.losses)
 
     def _advance(self, now: float) -> None:
         state = self.state

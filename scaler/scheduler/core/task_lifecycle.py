@@ -42,6 +42,7 @@ from scaler.scheduler.core.processor_links import ProcessorLink
 from scaler.scheduler.core.story_book import Words, cause_of
 from scaler.scheduler.core.task_record import Entry, TaskRecord, task_of
 from scaler.scheduler.core.task_state import Outcome, TaskEvent, TaskState, outcome
+from scaler.scheduler.core.unstored_results import RESULT_FROM_BYTES, UnstoredResults
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +82,8 @@ class TaskLifecycle:
         self._object_hosts = state.object_hosts
         #: the workers' preemption slots: a nested task waiting behind parents that keep their slots (preemption.py)
         self.preemption = Preemption()
+        #: large results reported before they were stored: their tasks, to make them again if lost (unstored_results.py)
+        self.unstored = UnstoredResults()
         self._graphs = state.graphs
         self._effects = state.effects
         self._max_task_retries = max_task_retries
@@ -219,6 +222,7 @@ class TaskLifecycle:
             self.apply(node, TaskEvent.CANCEL)
 
     def client_gone(self, client: ClientID) -> None:
+        self.unstored.client_gone(client)
         for task_id in self._tasks.owned_by(client):
             record = self._tasks.records.get(task_id)
             if record is None:
@@ -226,6 +230,24 @@ class TaskLifecycle:
             record.client_gone = True
             if not self._jobs.holds(task_id):  # a job's task runs on; its answer is kept for the job
                 self.apply(task_id, TaskEvent.CANCEL)
+
+    def fates_told(self, object_ids: tuple[ObjectID, ...], losses: tuple[int, ...]) -> None:
+        """The storage server's fates of the large results reported before they were stored (unstored_results U3): a
+        result lost with its host is made again from its task, under its own id (its readers wait for it there)."""
+        dropped = self.unstored.dropped
+        for task in self.unstored.told(object_ids, losses):
+            if task.task_id in self._tasks.records:
+                continue  # made again already, and still under way
+            logger.warning(
+                "task %s: its result %s was lost with its host before it was stored: the task runs again to make it",
+                task.task_id.hex(), task.result_id.hex(),
+            )  # fmt: skip
+            record = self._tasks.add(task, TaskState.QUEUED, self.now, "its result was lost before it was stored")
+            record.rerun = task
+            self._tasks.queue.push(record)
+        if self.unstored.dropped > dropped:
+            logger.warning("%d large result(s) not known to be stored are no longer followed: lost with their hosts, "
+                           "they are not made again", self.unstored.dropped - dropped)  # fmt: skip
 
     def worker_has_room(self, worker: PeerID) -> None:
         """A worker joined or its capacity changed: consider it at the next dispatch."""
@@ -412,7 +434,10 @@ class TaskLifecycle:
         if traits.large_inputs or traits.graph_id:
             self._object_hosts.placed(self._placement_inputs(record), worker.hostname)
         graph = self._graphs.get(traits.graph_id) if traits.graph_id else None
-        if graph is None:
+        rerun = record.extras.rerun
+        if rerun is not None:  # made again for its lost result: sent as kept (a graph node's inputs included)
+            self._send(link.peer, rerun)
+        elif graph is None:
             self._send(link.peer, task_of(record))
         else:  # a node gets the results of the nodes it depends on
             needs = graph.dependencies[record.task_id]
@@ -445,6 +470,8 @@ class TaskLifecycle:
             maker = self._workers.get(PeerID(ran_on))
             if maker is not None:  # its readers are placed near it (object_hosts.py)
                 self._object_hosts.made(ObjectID(result.payload), maker.hostname)
+            if result.stored_bytes >= RESULT_FROM_BYTES and result.status is ResultStatus.SUCCESS:
+                self._keep_until_stored(record, ObjectID(result.payload))
         self._tasks.stories.ran(record.task_id, ran_on, record.attempts, result)
         run_seconds = self._learn_run_time(record, result)
         self._release_worker(record)
@@ -453,6 +480,23 @@ class TaskLifecycle:
         else:
             self._tasks.failed += 1
         self._end(record, result, ran_on=ran_on, run_seconds=run_seconds)
+
+    def _keep_until_stored(self, record: TaskRecord, object_id: ObjectID) -> None:
+        """Its large result may be on its host alone yet: its task is kept until the storage server says it is stored
+        (unstored_results U1). An actor's start and a stream's end are not made again."""
+        traits = record.traits
+        if traits.actor is not None or traits.stream_credit:
+            return
+        rerun = record.extras.rerun
+        if rerun is not None:
+            self.unstored.kept(object_id, rerun)
+            return
+        graph = self._graphs.get(traits.graph_id) if traits.graph_id else None
+        if graph is None:
+            task = task_of(record)
+        else:
+            task = task_of(record, graph.dependencies[record.task_id], self._graphs.inputs_of(graph, record.task_id))
+        self.unstored.kept(object_id, task)
 
     def _finish_with(self, record: TaskRecord, details: dict[str, object]) -> None:
         """FINISH with the event's result (on the path of every task: the common detail read without `_detail`)."""
@@ -579,7 +623,12 @@ class TaskLifecycle:
         run_seconds: float = 0.0,
     ) -> None:
         """Remove the record; tell the client if it waits for this task; advance its graph. `ran_on`, `run_seconds`:
-        the worker whose result `answer` is and how long the task held it (the monitor feed shows them)."""
+        the worker whose result `answer` is and how long the task held it (the monitor feed shows them). A task made
+        again for its lost result (`rerun`) is answered to nobody: its client has its answer, and waits for the
+        result's object."""
+        if record.extras.rerun is not None:
+            self._end_rerun(record, answer, ran_on, run_seconds)
+            return
         if isinstance(answer, TaskResult):
             peak = answer.profile.peak_memory_bytes if ran_on else 0
             # `_value_`, the member's plain slot: `value` is a Python-level property, read once per task here
@@ -600,6 +649,19 @@ class TaskLifecycle:
                 self._state.answer(PeerID(record.client_id), answer)
             return
         self._end_graph_node(graph, record, answer, propagate)
+
+    def _end_rerun(
+        self, record: TaskRecord, answer: TaskResult | TaskCancelConfirm, ran_on: bytes, run_seconds: float
+    ) -> None:
+        if isinstance(answer, TaskResult):
+            if answer.status is not ResultStatus.SUCCESS:
+                logger.warning(
+                    "task %s, run again to make its lost result, ended %s: %s", record.task_id.hex(),
+                    answer.status.value, answer.error_message or "(no reason given)",
+                )  # fmt: skip
+            self._tasks.remove(record, answer.status._value_, self.now, ran_on, run_seconds, 0, self._cause)
+        else:
+            self._tasks.remove(record, "canceled", self.now, cause=self._cause)
 
     def _end_graph_node(
         self, graph: GraphRecord, record: TaskRecord, answer: TaskResult | TaskCancelConfirm, propagate: bool

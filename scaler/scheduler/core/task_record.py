@@ -55,13 +55,16 @@ class TaskTraits:
 class Extras:
     """What few tasks ever have."""
 
-    __slots__ = ("cancel_when_returned", "client_gone", "lost_workers", "outgrew_bytes")
+    __slots__ = ("cancel_when_returned", "client_gone", "lost_workers", "outgrew_bytes", "rerun")
 
     def __init__(self) -> None:
         self.lost_workers: tuple[str, ...] = ()
         self.client_gone = False
         self.outgrew_bytes = 0
         self.cancel_when_returned = False
+        #: a task run again because its large result was lost before it was stored (unstored_results.py): the Task
+        #: its worker is sent (its `result_id` the lost result's); its end is answered to nobody
+        self.rerun: Task | None = None
 
 
 _NONE = Extras()  #: read as the extras of a task that has none (never written)
@@ -133,6 +136,15 @@ class TaskRecord:
     @outgrew_bytes.setter
     def outgrew_bytes(self, size: int) -> None:
         self._made().outgrew_bytes = size
+
+    @property
+    def rerun(self) -> Task | None:
+        """A task made again for its lost result: the Task to send (unstored_results.py)."""
+        return self.extras.rerun
+
+    @rerun.setter
+    def rerun(self, task: Task | None) -> None:
+        self._made().rerun = task
 
     @property
     def cancel_when_returned(self) -> bool:
