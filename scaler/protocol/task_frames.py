@@ -9,13 +9,21 @@ allocated after the struct in the order the generated writer sets it), so a fram
 start, forwarded logging) is not written here: the callers fall back to the generated codec (None). The scheduler
 writes each task it dispatches again (it keeps no frame of a queued task): a plain task's words but two are the same
 for every task of one function, priority and stream credit, so they are packed once for those (`_HEADS`).
+
+`read_task_frame` reads a frame of that common shape back without pycapnp (the scheduler decodes every task a client
+submits): a frame laid out word for word as `task_frame` lays it out gives the Task the generated codec would read from
+it; any other frame, whatever its writer, is left to the generated codec (None).
 """
 
 from __future__ import annotations
 
 import struct
+import sys
 
 from scaler.protocol import messages as m
+from scaler.protocol.codec_fields import shared
+from scaler.protocol.frozen_values import constructor
+from scaler.protocol.ids import ClientID, GraphID, TaskID
 
 _WORD = struct.Struct("<Q")
 _PAD = (b"", b"\0" * 7, b"\0" * 6, b"\0" * 5, b"\0" * 4, b"\0" * 3, b"\0" * 2, b"\0")  #: zeros to the next word
@@ -203,3 +211,114 @@ def _list_of_blobs(at: int, end: int, blobs: tuple[bytes, ...], parts: list[byte
         end += (len(blob) + 7) >> 3
     parts[len(parts) - 2 * count : len(parts) - 2 * count] = words
     return pointer, end
+
+
+#: the words a common task's frame starts with after its segment table: the root pointer, Message's union discriminant
+#: (its task), the Task's struct pointer
+COMMON_TASK_START = struct.pack("<3Q", _MESSAGE_ROOT, _MESSAGE_TASK, _TASK_POINTER)
+_BLOBS_AT = 4 + (_TASK_POINTER >> 48)  #: the word a common task's first blob starts at (after Task's last pointer)
+_FIRST_BLOB = 8 + 8 * _BLOBS_AT  #: its byte
+#: the halves of the segment table's words and of the body's pointer (all below 2**32: no integer of several digits)
+_SIZES = struct.Struct("<II64xII")
+_NEW_TASK = constructor(m.Task)
+_SET_WIRE = vars(m.Task)["wire"].__set__
+_NO_ID = TaskID(b"")
+_NO_GRAPH = GraphID(b"")
+#: what a common task's words 3-7 (its data word; its id's, client's and name's pointers; no capabilities) say: where
+#: its blobs are, its priority and stream credit; None where they do not lay a common task out (`_layout`)
+_LAYOUTS: dict[bytes, tuple[int, int, int, int, int, int, int, int, int] | None] = {}
+#: function names by their bytes, as read lately
+_NAMES: dict[bytes, str] = {}
+
+
+def read_task_frame(frame: bytes, keep_frame: bool = False) -> m.Task | None:
+    """The Task of a frame of the common shape (`task_frame`'s layout: one segment, every pointer and the segment's size
+    the ones its blobs' sizes give, no other field set); None for any other frame (the generated codec reads it).
+    `keep_frame`: the Task keeps its frame (`wire`), for it to be sent on unchanged."""
+    if (
+        len(frame) < _FIRST_BLOB
+        or not frame.startswith(COMMON_TASK_START, 8)
+        or not frame.startswith(_NO_POINTERS, _FIRST_BLOB - len(_NO_POINTERS))
+    ):
+        return None
+    words = frame[32:72]
+    layout = _LAYOUTS.get(words, _UNKNOWN)
+    if layout is _UNKNOWN:
+        layout = _layout(words)
+    if layout is None:
+        return None
+    client_start, client_end, name_start, name_end, body_start, body_pointer, priority, stream_credit, id_size = layout
+    count, end, pointer, size_word = _SIZES.unpack_from(frame)
+    body_size = size_word >> 3
+    # a frame that passes holds each blob where the layout says, inside the frame (whose size is the segment's)
+    if (
+        count
+        or pointer != body_pointer
+        or size_word & 7 != _BYTE_LIST
+        or 8 + 8 * end != len(frame)
+        or len(frame) != body_start + ((body_size + 7) & ~7)
+        or frame[name_end] != 0  # a Text ends with its NUL
+    ):
+        return None
+    name_bytes = frame[name_start:name_end]
+    function_name = _NAMES.get(name_bytes)
+    if function_name is None:
+        try:
+            function_name = sys.intern(name_bytes.decode())
+        except UnicodeDecodeError:
+            return None
+        if len(_NAMES) >= MAX_HEADS:
+            _NAMES.clear()
+        _NAMES[name_bytes] = function_name
+    task = _NEW_TASK(
+        TaskID(frame[_FIRST_BLOB : _FIRST_BLOB + id_size]),
+        shared(ClientID(frame[client_start:client_end])),
+        frame[body_start : body_start + body_size],
+        function_name,
+        priority,
+        (),
+        _NO_GRAPH,
+        (),
+        (),
+        stream_credit,
+        _NO_ID,
+        None,
+        (),
+    )
+    if keep_frame:
+        _SET_WIRE(task, frame)
+    return task
+
+
+_UNKNOWN = (0, 0, 0, 0, 0, 0, 0, 0, 0)
+
+
+def _layout(words: bytes) -> tuple[int, int, int, int, int, int, int, int, int] | None:
+    """Where a common task's blobs are, read from its words 3-7, and kept in `_LAYOUTS`: (the client id's first byte
+    and its end, the name's first byte, its NUL's, the body's first byte, the low half of the body's pointer, priority,
+    stream credit, the id's size); None when those words are not a common task's."""
+    data, id_pointer, client_pointer, name_pointer, capabilities = struct.unpack("<5Q", words)
+    id_size, client_size, name_size = id_pointer >> 35, client_pointer >> 35, name_pointer >> 35
+    client_at = _BLOBS_AT + ((id_size + 7) >> 3)
+    name_at = client_at + ((client_size + 7) >> 3)
+    body_at = name_at + ((name_size + 7) >> 3)
+    layout = None
+    if (
+        not capabilities
+        and name_size
+        and id_pointer == ((_BLOBS_AT - 5) << 2) | 1 | ((_BYTE_LIST | (id_size << 3)) << 32)
+        and client_pointer == ((client_at - 6) << 2) | 1 | ((_BYTE_LIST | (client_size << 3)) << 32)
+        and name_pointer == ((name_at - 7) << 2) | 1 | ((_BYTE_LIST | (name_size << 3)) << 32)
+    ):
+        priority = data & 0xFFFFFFFF
+        if priority & 0x80000000:  # an Int32
+            priority -= 1 << 32
+        client_start, name_start = 8 + 8 * client_at, 8 + 8 * name_at
+        layout = (
+            client_start, client_start + client_size, name_start, name_start + name_size - 1, 8 + 8 * body_at,
+            ((body_at - 9) << 2) | 1, priority, data >> 32, id_size,
+        )  # fmt: skip
+    if len(_LAYOUTS) >= MAX_HEADS:
+        _LAYOUTS.clear()
+    _LAYOUTS[words] = layout
+    return layout

@@ -1,20 +1,22 @@
 """A Task and its TaskBody written directly (protocol/task_frames.py) are byte for byte what the generated codec writes
 through pycapnp, for every value of the shape they write (random ones: ids and blobs of every length modulo a word,
 empty ones, keywords, copy-on-write, every argument kind, negative priorities, the largest counts), and decode to the
-value written; a value of another shape is left to the generated codec.
+value written; a value of another shape is left to the generated codec. A frame of the common shape is read back
+without pycapnp (`read_task_frame`) as pycapnp reads it, and any other frame (another shape, a word changed, a byte
+more or less) is left to pycapnp or read as pycapnp reads it.
 
-Checked by hand with the mechanism off (`body_frame` and `task_frame` returning None): the first two tests fail on
-their "written directly" assertions.
+Checked by hand with the mechanism off (`body_frame`, `task_frame` and `read_task_frame` returning None): the first
+two tests fail on their "written directly" assertions, the reading test on its "read without pycapnp" one.
 """
 
 from __future__ import annotations
 
 import random
 
-from scaler.protocol import codec
+from scaler.protocol import codec, codec_structs
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, GraphID, ObjectID, TaskID
-from scaler.protocol.task_frames import body_frame, task_frame
+from scaler.protocol.task_frames import body_frame, read_task_frame, task_frame
 
 KINDS = (m.ArgumentKind.INLINE, m.ArgumentKind.OBJECT_ID, m.ArgumentKind.TASK_RESULT)
 
@@ -32,6 +34,24 @@ def _by_pycapnp_task(task: m.Task) -> bytes:
     envelope = codec._schema.Message.new_message()
     write(envelope.init(name), task)
     return bytes(envelope.to_bytes())
+
+
+def _read_by_pycapnp(frame: bytes) -> m.Task | None:
+    """The Task pycapnp reads from a frame (None: it refuses the frame, or the frame holds another message)."""
+    try:
+        for envelope in codec._schema.Message.read_multiple_bytes(frame):
+            return codec_structs.read_task(envelope.task) if envelope._which_str() == "task" else None
+    except Exception:
+        return None
+    return None
+
+
+def _random_common_task(rng: random.Random) -> m.Task:
+    return m.Task(
+        TaskID(rng.randbytes(rng.choice([0, 3, 16]))), ClientID(rng.randbytes(rng.choice([0, 16, 41]))),
+        _by_pycapnp_body(_random_body(rng)), rng.choice(["", "inc", "função", "a" * 8]),
+        rng.choice([0, 1, -1, -(2**31), 2**31 - 1]), stream_credit=rng.choice([0, 5, 2**32 - 1]),
+    )  # fmt: skip
 
 
 def _random_body(rng: random.Random) -> m.TaskBody:
@@ -87,3 +107,43 @@ def test_other_shapes_are_left_to_the_generated_codec() -> None:
     ):
         assert task_frame(task) is None
         assert codec.decode(codec.encode(task)) == task
+
+
+def test_a_common_task_is_read_without_pycapnp_as_pycapnp_reads_it() -> None:
+    rng = random.Random(42)
+    for _ in range(1500):
+        task = _random_common_task(rng)
+        frame = _by_pycapnp_task(task)
+        read = read_task_frame(frame)
+        assert read is not None, "a task of the common shape is read without pycapnp"
+        assert read == task == _read_by_pycapnp(frame)
+        decoded = codec.decode(frame, forwarding=True)
+        assert isinstance(decoded, m.Task) and decoded == task and decoded.wire is None
+        kept = codec.decode(frame)
+        assert isinstance(kept, m.Task) and kept.wire == frame
+
+
+def test_any_other_frame_is_left_to_pycapnp_or_read_as_it_reads_it() -> None:
+    encoded = codec.encode_body(m.TaskBody(ObjectID(b"f" * 16)))
+    for task in (
+        m.Task(TaskID(b"t" * 16), ClientID(b"c" * 16), encoded, capabilities=(("gpu", 1),)),
+        m.Task(TaskID(b"t" * 16), ClientID(b"c" * 16), encoded, graph_id=GraphID(b"g" * 16)),
+        m.Task(TaskID(b"t" * 16), ClientID(b"c" * 16), encoded, actor_id=TaskID(b"a" * 16)),
+        m.Task(TaskID(b"t" * 16), ClientID(b"c" * 16), encoded, large_inputs=(ObjectID(b"o" * 16),)),
+        m.Task(TaskID(b"t" * 16), ClientID(b"c" * 16), encoded, actor=m.ActorSpec(name="counter")),
+        m.Task(TaskID(b"t" * 16), ClientID(b"c" * 16), encoded, result_id=ObjectID(b"r" * 16)),
+    ):
+        frame = _by_pycapnp_task(task)
+        assert read_task_frame(frame) is None
+        assert codec.decode(frame) == task
+    rng = random.Random(43)
+    for _ in range(40):
+        frame = _by_pycapnp_task(_random_common_task(rng))
+        changed = [frame[:-8], frame + bytes(8), frame[:-1], frame + b"\0"]
+        for at in range(len(frame)):  # each byte with one bit flipped: words, pointers, blobs and padding
+            flipped = bytearray(frame)
+            flipped[at] ^= 1 << rng.randrange(8)
+            changed.append(bytes(flipped))
+        for other in changed:
+            read = read_task_frame(other)
+            assert read is None or read == _read_by_pycapnp(other), other.hex()
