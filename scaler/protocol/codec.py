@@ -2,7 +2,7 @@
 
 `encode(message) -> bytes` and `decode(frame) -> message` for the scheduler protocol (a Task and its body of the common
 shape are written by task_frames.py, byte for byte as the generated codec writes them, at less than half the cost; such
-a Task is read by task_frames.py as the generated codec reads it);
+a Task and a TaskResult are read by task_frames.py and result_frames.py as the generated codec reads them);
 `encode_body`/`decode_body` for the TaskBody nested in a Task; `encode_storage_*`/`decode_storage_*`
 for the object storage headers. The fields of each struct are written and read by codec_structs.py, generated
 from the schemas (python -m scaler.protocol.generate). Any frame that cannot be decoded raises `DecodeError`,
@@ -21,6 +21,7 @@ from scaler.protocol import codec_structs as cs
 from scaler.protocol import messages as m
 from scaler.protocol import schemas
 from scaler.protocol import storage_messages as sm
+from scaler.protocol.result_frames import RESULT_START, read_result_frame
 from scaler.protocol.task_frames import COMMON_TASK_START, body_frame, read_task_frame, task_frame
 
 _schema = schemas.MESSAGE
@@ -109,12 +110,14 @@ def decode(frame: bytes | memoryview, forwarding: bool = False) -> m.Message:
     keeps its frame (`wire`) and not its body (such a Task must not be changed with `replace`); any other Task keeps
     its body and not its frame (the scheduler queues it as its body and fields, and it is written again, by
     task_frames.py for the common shape, when it is dispatched: half the bytes of a queued task). A TaskResult keeps
-    its frame. A Task of the common shape is read without pycapnp (task_frames.py), any other frame through the
-    generated codec."""
+    its frame. A Task of the common shape and a TaskResult are read without pycapnp (task_frames.py,
+    result_frames.py), any other frame through the generated codec."""
     if not isinstance(frame, bytes):
         frame = bytes(frame)  # Cap'n Proto needs word-aligned data; bytes objects are, zmq buffers may not be
     if frame.startswith(COMMON_TASK_START, 8) and (task := read_task_frame(frame, keep_frame=not forwarding)):
         return task
+    if frame.startswith(RESULT_START, 8) and (result := read_result_frame(frame)):
+        return result
     return _decode_message(frame, forwarding)
 
 
