@@ -107,14 +107,14 @@ def split(frame: bytes) -> list[bytes]:
 
 def decode(frame: bytes | memoryview, forwarding: bool = False) -> m.Message:
     """`forwarding`: the caller keeps one copy of a Task's bytes (the scheduler): an actor's call, sent on unchanged,
-    keeps its frame (`wire`) and not its body (such a Task must not be changed with `replace`); any other Task keeps
-    its body and not its frame (the scheduler queues it as its body and fields, and it is written again, by
-    task_frames.py for the common shape, when it is dispatched: half the bytes of a queued task). A TaskResult keeps
-    its frame. A Task of the common shape and a TaskResult are read without pycapnp (task_frames.py,
-    result_frames.py), any other frame through the generated codec."""
+    keeps its frame (`wire`) and not its body (such a Task must not be changed with `replace`); a Task of another
+    shape than the common one keeps its body and not its frame (the scheduler queues a task as its body and fields,
+    and writes it again when it dispatches it). A Task of the common shape keeps both (the scheduler sends one it
+    dispatches in the step it came as its frame, and queues its body), and a TaskResult its frame; both are read
+    without pycapnp (task_frames.py, result_frames.py), any other frame through the generated codec."""
     if not isinstance(frame, bytes):
         frame = bytes(frame)  # Cap'n Proto needs word-aligned data; bytes objects are, zmq buffers may not be
-    if frame.startswith(COMMON_TASK_START, 8) and (task := read_task_frame(frame, keep_frame=not forwarding)):
+    if frame.startswith(COMMON_TASK_START, 8) and (task := read_task_frame(frame)):
         return task
     if frame.startswith(RESULT_START, 8) and (result := read_result_frame(frame)):
         return result

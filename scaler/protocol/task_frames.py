@@ -231,10 +231,10 @@ _LAYOUTS: dict[bytes, tuple[int, int, int, int, int, int, int, int, int] | None]
 _NAMES: dict[bytes, str] = {}
 
 
-def read_task_frame(frame: bytes, keep_frame: bool = False) -> m.Task | None:
+def read_task_frame(frame: bytes) -> m.Task | None:
     """The Task of a frame of the common shape (`task_frame`'s layout: one segment, every pointer and the segment's size
-    the ones its blobs' sizes give, no other field set); None for any other frame (the generated codec reads it).
-    `keep_frame`: the Task keeps its frame (`wire`), for it to be sent on unchanged."""
+    the ones its blobs' sizes give, no other field set), which it keeps (`wire`: sent on unchanged); None for any other
+    frame (the generated codec reads it)."""
     if (
         len(frame) < _FIRST_BLOB
         or not frame.startswith(COMMON_TASK_START, 8)
@@ -285,8 +285,7 @@ def read_task_frame(frame: bytes, keep_frame: bool = False) -> m.Task | None:
         None,
         (),
     )
-    if keep_frame:
-        _SET_WIRE(task, frame)
+    _SET_WIRE(task, frame)
     return task
 
 

@@ -180,6 +180,8 @@ class SchedulerCore:
             if self.strict:
                 raise
             logger.exception("dispatch failed")
+        if self.tasks.arrived:  # the step's end: a task still queued keeps only its record (task_table.py)
+            self.tasks.arrived.clear()
         effects = self.effects[:]
         self.effects.clear()
         return effects

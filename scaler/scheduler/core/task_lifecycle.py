@@ -437,8 +437,9 @@ class TaskLifecycle:
         rerun = record.extras.rerun
         if rerun is not None:  # made again for its lost result: sent as kept (a graph node's inputs included)
             self._send(link.peer, rerun)
-        elif graph is None:
-            self._send(link.peer, task_of(record))
+        elif graph is None:  # the Task its client sent if it came in this step (task_table.py), else written again
+            came = self._tasks.arrived.pop(record.task_id, None)
+            self._send(link.peer, came if came is not None else task_of(record))
         else:  # a node gets the results of the nodes it depends on
             needs = graph.dependencies[record.task_id]
             self._send(link.peer, task_of(record, needs, self._graphs.inputs_of(graph, record.task_id)))

@@ -4,7 +4,8 @@ Rules:
 - A queued task is its body (the TaskBody's bytes its client sent) and values shared with other tasks: its traits
   (function, priority, capabilities, stream credit, actor, graph, large inputs, and its opening: when, in which state
   and why it reached the scheduler; one object for the tasks alike of a step). No decoded `Task` and no frame is kept:
-  `task_of` makes the Task a worker is sent, which the shell writes as the frame its client wrote (task_frames.py).
+  `task_of` makes the Task a worker is sent, which the shell writes as the frame its client wrote (task_frames.py),
+  unless it is dispatched in the step it came (then its client's Task and frame are sent: `TaskTable.arrived`).
 - Its dispatches (how many, on which link, since when) are slots of its own: every task that runs has them, and an
   object of their own would be one more for the collector to walk per task in flight (with 10,000 workers holding
   20,000 tasks, about 0.4 us a task). What few tasks ever have (a retry's history,

@@ -12,6 +12,9 @@ Invariants:
   story with its cause (`stories`, bounded on its own).
 - `records` and the `_by_client` lists are rebuilt in place once the table holds far fewer tasks than at its peak
   (`shrink_rule`): a drained queue of 1,000,000 tasks does not keep their hash tables.
+- `arrived` holds, for the step under way only, the Tasks added in it that came with their client's frame (`wire`:
+  the common shape, task_frames.py): one dispatched in the step it came is sent as that frame, not written again. The
+  core empties it at each step's end, so a queued task keeps only its record.
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ MAX_SHARED_TRAITS = 4096
 class TaskTable:
     def __init__(self, ignore_capabilities: bool, stories: StoryBook | None = None) -> None:
         self.records: dict[TaskID, TaskRecord] = {}
+        #: the Tasks added in this step with their client's frame, by id (the invariants above)
+        self.arrived: dict[TaskID, Task] = {}
         #: each client's task ids, in submission order (and perhaps ended ones: `owned_by`)
         self._by_client: dict[ClientID, list[TaskID]] = {}
         self._next_sequence = 0
@@ -130,6 +135,8 @@ class TaskTable:
         record = TaskRecord(task.body, traits, state, entry, task.task_id, task.client_id)
         self._next_sequence += 1
         self.records[task.task_id] = record
+        if task.wire is not None:
+            self.arrived[task.task_id] = task
         owned = self._by_client.get(task.client_id)
         if owned is None:  # not `setdefault(..., [])`: that makes a list for every task
             owned = self._by_client[task.client_id] = []

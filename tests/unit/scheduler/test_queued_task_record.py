@@ -60,21 +60,39 @@ def test_tasks_of_clients_interleaved_in_one_step_share_their_traits_per_client(
 
 
 def test_a_plain_task_submitted_as_a_frame_is_queued_as_its_body_and_sent_as_the_same_frame() -> None:
-    """The scheduler's shell decodes a client's frame keeping one copy of its bytes: a plain task its body (the frame is
-    written again when it is dispatched, byte for byte the client's), an actor's call its frame (sent on as it came)."""
-    submitted = m.Task(tid(7), ClientID(b"Client|c"), bytes(range(136)), "inc", priority=3, stream_credit=5)
-    frame = codec.encode(submitted)
-    decoded = codec.decode(frame, forwarding=True)
-    assert isinstance(decoded, m.Task) and decoded.wire is None and decoded.body == submitted.body
+    """The scheduler's shell decodes a client's frame: a plain task keeps its frame only while its step lasts, and is
+    queued as its body (the frame is written again when it is dispatched, byte for byte the client's); an actor's call
+    keeps its frame and no body (sent on as it came)."""
     sim = SimulatedCluster()
     client = sim.add_client()
-    sim.submit(client, [replace(decoded, client_id=ClientID(client.peer))])
+    submitted = m.Task(tid(7), ClientID(client.peer), bytes(range(136)), "inc", priority=3, stream_credit=5)
+    frame = codec.encode(submitted)
+    decoded = codec.decode(frame, forwarding=True)
+    assert isinstance(decoded, m.Task) and decoded.wire == frame and decoded.body == submitted.body
+    sim.submit(client, [decoded])
+    assert not sim.core.tasks.arrived, "a task still queued at its step's end keeps only its record"
     sim.add_worker()
     sent = sent_tasks(sim)[tid(7)]
-    assert sent == replace(submitted, client_id=ClientID(client.peer))
-    assert codec.encode(replace(sent, client_id=submitted.client_id)) == frame, "the frame its client sent"
+    assert sent == submitted and sent.wire is None, "written again"
+    assert codec.encode(sent) == frame, "the frame its client sent"
     call = codec.decode(codec.encode(replace(submitted, actor_id=tid(1))), forwarding=True)
     assert isinstance(call, m.Task) and call.wire is not None and call.body == b""
+
+
+def test_a_plain_task_dispatched_in_the_step_it_came_is_sent_as_its_clients_frame() -> None:
+    """Not written again: the Task its client's frame was read as, that frame with it. Checked with the table keeping
+    no Task of its step (`arrived` never filled): fails."""
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    sim.add_worker()
+    frame = codec.encode(m.Task(tid(8), ClientID(client.peer), bytes(range(136)), "inc"))
+    decoded = codec.decode(frame, forwarding=True)
+    sim.submit(client, [decoded])
+    sent = sent_tasks(sim)[tid(8)]
+    assert sent is decoded and sent.wire == frame and codec.encode(sent) == frame
+    assert not sim.core.tasks.arrived
+    record = sim.core.tasks.records[tid(8)]
+    assert not any(isinstance(value, m.Task) for value in slots_of(record)), "its record holds no Task"
 
 
 def test_a_dispatched_task_is_the_task_submitted_whatever_its_shape() -> None:
