@@ -15,6 +15,7 @@ from scaler.protocol import codec, codec_structs
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
 from scaler.protocol.result_frames import read_result_frame
+from tests.unit.frame_mutations import mutated
 
 
 def _by_pycapnp(result: m.TaskResult) -> bytes:
@@ -67,11 +68,6 @@ def test_any_other_frame_is_left_to_pycapnp_or_read_as_it_reads_it() -> None:
     rng = random.Random(51)
     for _ in range(40):
         frame = _by_pycapnp(_random_result(rng))
-        changed = [frame[:-8], frame + bytes(8), frame[:-1], frame + b"\0"]
-        for at in range(len(frame)):  # each byte with one bit flipped: words, pointers, blobs and padding
-            flipped = bytearray(frame)
-            flipped[at] ^= 1 << rng.randrange(8)
-            changed.append(bytes(flipped))
-        for other in changed:
+        for other in mutated(frame, rng):
             read = read_result_frame(other)
             assert read is None or read == _read_by_pycapnp(other), other.hex()

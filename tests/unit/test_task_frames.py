@@ -17,6 +17,7 @@ from scaler.protocol import codec, codec_structs
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, GraphID, ObjectID, TaskID
 from scaler.protocol.task_frames import body_frame, read_task_frame, task_frame
+from tests.unit.frame_mutations import mutated
 
 KINDS = (m.ArgumentKind.INLINE, m.ArgumentKind.OBJECT_ID, m.ArgumentKind.TASK_RESULT)
 
@@ -138,11 +139,6 @@ def test_any_other_frame_is_left_to_pycapnp_or_read_as_it_reads_it() -> None:
     rng = random.Random(43)
     for _ in range(40):
         frame = _by_pycapnp_task(_random_common_task(rng))
-        changed = [frame[:-8], frame + bytes(8), frame[:-1], frame + b"\0"]
-        for at in range(len(frame)):  # each byte with one bit flipped: words, pointers, blobs and padding
-            flipped = bytearray(frame)
-            flipped[at] ^= 1 << rng.randrange(8)
-            changed.append(bytes(flipped))
-        for other in changed:
+        for other in mutated(frame, rng):
             read = read_task_frame(other)
             assert read is None or read == _read_by_pycapnp(other), other.hex()
