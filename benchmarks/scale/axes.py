@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scale import callgrind
 from scale.processes import Fleet, Scheduler
 from scaler.monitor.feed import FeedReader
 from scaler.protocol import messages as m
@@ -173,8 +174,9 @@ def run_tasks(
     already = client_fleet.ask("report")["answered"]
     with window_command(scheduler, index):
         cpu, started = scheduler.cpu_seconds(), time.monotonic()
-        client_fleet.ask("submit", tasks=tasks, window=window)
-        answer = client_fleet.ask("wait", answered=already + tasks, timeout=max(600, tasks / 200))
+        with callgrind.counted_window(scheduler.psutil.pid, tasks):
+            client_fleet.ask("submit", tasks=tasks, window=window)
+            answer = client_fleet.ask("wait", answered=already + tasks, timeout=max(600, tasks / 200))
     if answer["answered"] < already + tasks:
         raise RuntimeError(f"only {answer['answered'] - already} of {tasks} tasks were answered in time")
     return scheduler.cpu_seconds() - cpu, time.monotonic() - started

@@ -17,6 +17,8 @@ from typing import IO, Any
 
 import psutil
 
+from scale import callgrind
+
 BENCH_DIR = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 MB = 1 << 20
@@ -68,10 +70,10 @@ class Scheduler:
         self.address = f"tcp://127.0.0.1:{self.port}"
         self.monitor_address = f"tcp://127.0.0.1:{self.port + 2}"
         self._log: IO[bytes] = open(log, "ab")
-        command = [str(BIN / "scaler_scheduler"), "--insecure", *extra, self.address]
+        command = callgrind.wrap([str(BIN / "scaler_scheduler"), "--insecure", *extra, self.address])
         self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         self.psutil = psutil.Process(self.process.pid)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + (600 if callgrind.folder() else 60)
         while not self._listening():
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
