@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,3 +37,11 @@ def pair() -> Iterator[tuple[zmq.Socket[Any], zmq.Socket[Any]]]:
         dealer.close(linger=0)
         router.close(linger=0)
         context.term()
+
+
+@pytest.fixture
+def no_scaler_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The developer's own SCALER_* variables do not leak into a test of the settings' sources."""
+    for name in list(os.environ):
+        if name.upper().startswith("SCALER_"):
+            monkeypatch.delenv(name)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,16 +53,9 @@ monitor_address = "tcp://127.0.0.1:6380"
 web_port = 8081
 """
 
+pytestmark = pytest.mark.usefixtures("no_scaler_environment")
+
 ADDRESS = "tcp://127.0.0.1:8516"
-
-
-@pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The developer's own SCALER_* variables must not leak into these tests."""
-    for name in list(os.environ):
-        if name.upper().startswith("SCALER_"):
-            monkeypatch.delenv(name)
-    yield
 
 
 def test_configuration_md_shows_the_seed_example_file_whole() -> None:

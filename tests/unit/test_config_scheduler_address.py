@@ -8,8 +8,6 @@ here that expects an inherited address fails with "missing setting scheduler_add
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,16 +15,10 @@ import pytest
 from scaler.config.loader import ConfigError, connectable_address, load_launcher_file, load_section, load_worker_manager
 from scaler.config.sections import ClusterConfig, WorkerConfig
 
+pytestmark = pytest.mark.usefixtures("no_scaler_environment")
+
 SCHEDULER = "tcp://127.0.0.1:8516"
 MANAGER = '[[worker_manager]]\ntype = "baremetal_native"\nworker_manager_id = "local"\n'
-
-
-@pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in list(os.environ):
-        if name.upper().startswith("SCALER_"):
-            monkeypatch.delenv(name)
-    yield
 
 
 def stack(tmp_path: Path, text: str) -> str:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -20,15 +19,9 @@ from scaler.config.sections import (
 )
 from scaler.config.toml_file import ConfigError, SectionSpec, section_from_table
 
+pytestmark = pytest.mark.usefixtures("no_scaler_environment")
+
 ADDRESS = "tcp://127.0.0.1:8516"
-
-
-@pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in list(os.environ):
-        if name.upper().startswith("SCALER_"):
-            monkeypatch.delenv(name)
-    yield
 
 
 def write(tmp_path: Path, text: str) -> str:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,7 +17,7 @@ from scaler.config.sections import LauncherConfig, SchedulerConfig
 from scaler.config.setting_values import InvalidValue, setting_rules
 from scaler.config.toml_file import ConfigError, TomlSection
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("no_scaler_environment")]
 
 ADDRESS = "tcp://127.0.0.1:8516"
 
@@ -92,14 +90,6 @@ def test_each_bad_item_of_a_list_is_counted() -> None:
     with pytest.raises(InvalidValue) as refused:
         RULES["paths"].value(["a", 1, None])
     assert refused.value.count == 2
-
-
-@pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in list(os.environ):
-        if name.upper().startswith("SCALER_"):
-            monkeypatch.delenv(name)
-    yield
 
 
 def test_a_number_setting_is_a_float_whatever_its_source(monkeypatch: pytest.MonkeyPatch) -> None:
