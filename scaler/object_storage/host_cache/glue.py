@@ -160,6 +160,11 @@ class CacheGlue:
             service.cache.holds = False
         self._shell.answer_all(service.held_answer(object_id, generation, recorded))
 
+    def still_stored(self, object_id: bytes, generation: int) -> bool:
+        """Whether the object is stored here as it was when its upload was asked for (a yielding upload's check)."""
+        stored = self._shell.service.store.get(object_id)
+        return stored is not None and stored.generation == generation
+
     def checked(self, object_id: bytes, exists: bool | None, reason: str) -> None:
         self._shell.answer_all(self._shell.run_disk_work(self._shell.service.checked(object_id, exists, reason)))
 

@@ -29,6 +29,7 @@ import mmap
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -38,6 +39,7 @@ from scaler.io.sockets import TransportSecurity
 from scaler.object_storage.client_core import HoldsUnknown, TurnsUnknown
 from scaler.object_storage.connection import ObjectInParts, ObjectStorageConnection
 from scaler.object_storage.host_cache.cache_rules import Check, Fetch
+from scaler.object_storage.host_cache.upload_yield import wait_seconds
 from scaler.object_storage.segment_files import PUT_SUFFIX, layout, remove_file
 from scaler.object_storage.spill_files import file_stem
 from scaler.object_storage.store import SEGMENT_FROM_BYTES
@@ -116,6 +118,8 @@ class UpstreamReports(Protocol):
 
     def held(self, object_id: bytes, generation: int, recorded: bool, known: bool) -> None: ...
 
+    def still_stored(self, object_id: bytes, generation: int) -> bool: ...
+
     def checked(self, object_id: bytes, exists: bool | None, reason: str) -> None: ...
 
 
@@ -143,6 +147,7 @@ class Upstream:
         self._security = security
         self._timeout_seconds = timeout_seconds
         self._own_address = own_address
+        self._own_port = _port_of(own_address)  #: where other hosts read from this cache (0: none)
         self._said: set[str] = set()  #: sources whose failure was logged (once each)
         self._turns = True  #: the upstream gives turns for large uploads (until it answers that it does not)
         self._jobs: queue.Queue[Job | None] = queue.Queue()
@@ -205,8 +210,15 @@ class Upstream:
         if isinstance(job, Fetch):
             self._fetch(connection, peers, job.object_id)
         elif isinstance(job, UploadJob):
-            if self._turns and upload_bytes(job) >= LARGE_UPLOAD_BYTES:
-                self._ask_turn(connection, job)
+            if upload_bytes(job) >= LARGE_UPLOAD_BYTES:
+                if not self._yield_to_peers(job):
+                    reason = f"object {job.object_id.hex()} was deleted or replaced before its upload began"
+                    logger.info("host cache: %s: not uploaded", reason)
+                    status = StorageStatus.BAD_REQUEST
+                    self._on_loop(lambda: self._reports.uploaded(job.object_id, job.generation, status, reason))
+                    return
+                if self._turns:
+                    self._ask_turn(connection, job)
             status, reason = _upload(connection, job)
             if status is not StorageStatus.OK:
                 logger.warning("host cache: object %s was not stored upstream: %s", job.object_id.hex(), reason)
@@ -235,6 +247,17 @@ class Upstream:
             logger.info("host cache: object %s is answered once uploaded: %s", job.object_id.hex(), error)
             return False, True
         return True, True
+
+    def _yield_to_peers(self, job: UploadJob) -> bool:
+        """Wait while this host sends other hosts what they read (upload_yield.py); then whether the object is still
+        stored here as it was (deleted meanwhile: its upload is skipped)."""
+        waited = 0.0
+        while (seconds := wait_seconds(queued_to_peers(self._own_port), waited)) > 0:
+            time.sleep(seconds)
+            waited += seconds
+        if waited and not self._on_loop(lambda: self._reports.still_stored(job.object_id, job.generation)):
+            return False
+        return True
 
     def _ask_turn(self, connection: ObjectStorageConnection, job: UploadJob) -> None:
         """Wait for the upstream to admit the upload (upload_admission.py); without a turn, it goes anyway."""
@@ -416,3 +439,34 @@ def _upload(connection: ObjectStorageConnection, job: UploadJob) -> tuple[Storag
     except ObjectStorageException as error:
         return StorageStatus.BAD_REQUEST, f"the upstream storage could not store it: {error}"
     return StorageStatus.OK, ""
+
+
+def _port_of(address: str) -> int:
+    """The TCP port of a `tcp://host:port` address (0: none, or another transport)."""
+    if not address.startswith("tcp://"):
+        return 0
+    try:
+        return int(address.rsplit(":", 1)[1])
+    except (IndexError, ValueError):
+        return 0
+
+
+def queued_to_peers(port: int) -> int:
+    """The bytes waiting to leave in the kernel's send queues of the TCP connections this host serves on `port` (the
+    cache's reads for other hosts; ZeroMQ keeps those queues full while it has more to send): 0 when there is no port,
+    or no /proc to read it from (then uploads never wait)."""
+    if not port:
+        return 0
+    local = f":{port:04X}"
+    queued = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as lines:
+                next(lines, None)
+                for line in lines:
+                    fields = line.split(None, 5)
+                    if len(fields) > 4 and fields[1].endswith(local) and fields[3] == "01":  # ESTABLISHED
+                        queued += int(fields[4].split(":", 1)[0], 16)
+        except OSError:
+            continue
+    return queued
