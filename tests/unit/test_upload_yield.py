@@ -1,10 +1,11 @@
 """A host cache's large upload yields to the reads other hosts make of this host (host_cache/upload_yield.py, and the
 shell's measure, `upstream.queued_to_peers`): it goes at once when nothing waits to leave for other hosts, waits while
-something does, and never longer than the bound; the measure sees the bytes a connection served on the cache's port
-has not sent yet, and only that port's.
+something does, asking the storage server now and then whether a reader waits for it there (then it goes) or it was
+deleted (then it is skipped), and never longer than the bound; the measure sees the bytes a connection served on the
+cache's port has not sent yet.
 
-Checked with the mechanism off (`wait_seconds` returning 0 at once): the waiting tests fail; with `queued_to_peers`
-returning 0, the measure's test fails."""
+Checked with the mechanism off (`UploadYield.step` returning GO at once): the waiting, asking and skipping tests fail;
+with `queued_to_peers` returning 0, the measure's test fails."""
 
 from __future__ import annotations
 
@@ -13,27 +14,56 @@ import time
 
 import pytest
 
-from scaler.object_storage.host_cache.upload_yield import MAX_YIELD_SECONDS, POLL_SECONDS, wait_seconds
+from scaler.object_storage.host_cache.upload_yield import (
+    ASK_SECONDS,
+    MAX_YIELD_SECONDS,
+    POLL_SECONDS,
+    Step,
+    UploadYield,
+)
 from scaler.object_storage.host_cache.upstream import queued_to_peers
 
 
 def test_an_upload_goes_at_once_when_nothing_waits_to_leave_for_other_hosts() -> None:
-    assert wait_seconds(0, 0.0) == 0.0
-    assert wait_seconds(0, 1.0) == 0.0
+    assert UploadYield(held=True).step(0) == (Step.GO, 0.0)
 
 
-def test_an_upload_waits_while_bytes_wait_to_leave_for_other_hosts_and_looks_again() -> None:
-    assert wait_seconds(1, 0.0) == POLL_SECONDS
-    assert wait_seconds(10 << 20, 1.0) == POLL_SECONDS
+def test_an_upload_waits_while_bytes_wait_to_leave_for_other_hosts_asking_what_is_wanted_now_and_then() -> None:
+    plan = UploadYield(held=True)
+    assert plan.step(10 << 20) == (Step.ASK, 0.0)  # Y5: at once when it begins to wait
+    plan.answered(False)
+    steps = []
+    while (step := plan.step(1))[0] is Step.WAIT:
+        steps.append(step)
+        plan.slept(step[1])
+    assert step[0] is Step.ASK and ASK_SECONDS <= plan.waited < ASK_SECONDS + 2 * POLL_SECONDS  # Y5: again
+    assert {seconds for _, seconds in steps} == {POLL_SECONDS}
+    assert plan.step(0) == (Step.GO, 0.0)  # Y1: the reads ended
+
+
+def test_an_upload_a_reader_waits_for_at_the_storage_server_goes_though_other_hosts_read() -> None:
+    plan = UploadYield(held=True)
+    assert plan.step(1)[0] is Step.ASK
+    plan.answered(True)
+    assert plan.step(1) == (Step.GO, 0.0)
+
+
+def test_an_upload_of_an_object_deleted_meanwhile_is_skipped() -> None:
+    plan = UploadYield(held=True)
+    assert plan.step(1)[0] is Step.ASK
+    plan.answered(None)
+    assert plan.step(0) == (Step.SKIP, 0.0)
 
 
 def test_an_upload_waits_at_most_the_bound_in_all_however_long_the_reads_go_on() -> None:
-    waited = 0.0
-    polls = 0
-    while (seconds := wait_seconds(1, waited)) > 0:
-        waited += seconds
-        polls += 1
-    assert waited == pytest.approx(MAX_YIELD_SECONDS) and polls >= MAX_YIELD_SECONDS / POLL_SECONDS - 1
+    plan = UploadYield(held=False)  # not held upstream: never asks
+    while (step := plan.step(1))[0] is Step.WAIT:
+        plan.slept(step[1])
+    assert step == (Step.GO, 0.0) and plan.waited == pytest.approx(MAX_YIELD_SECONDS)
+    unanswered = UploadYield(held=True)
+    assert unanswered.step(1)[0] is Step.ASK
+    unanswered.unanswered()
+    assert unanswered.step(1)[0] is Step.WAIT  # an upstream that does not say is asked no more
 
 
 @pytest.mark.timeout(30)

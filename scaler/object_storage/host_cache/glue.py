@@ -196,7 +196,8 @@ class CacheGlue:
                 frames = map_segment(segment_path(self._directory, work.object_id), object_id=work.object_id).frames
             except (SegmentFileError, OSError) as error:
                 return f"object {work.object_id.hex()} could not be read to be stored upstream: {error}"
-        return UploadJob(work.object_id, work.generation, stored.owner_id, stored.name, frames)
+        held = isinstance(work, UploadWork) and work.held
+        return UploadJob(work.object_id, work.generation, stored.owner_id, stored.name, frames, held)
 
     def _on_loop(self, call: Callable[[], T]) -> T:
         """Run a report on the event loop's thread (called from an upstream thread) and wait for its result."""

@@ -36,10 +36,10 @@ from typing import Any, Protocol
 
 from scaler.errors import IncompatiblePeerError, MissingObjects, ObjectStorageException, ObjectStorageFullError
 from scaler.io.sockets import TransportSecurity
-from scaler.object_storage.client_core import HoldsUnknown, TurnsUnknown
+from scaler.object_storage.client_core import HeldObjectGone, HoldsUnknown, TurnsUnknown, WantsUnknown
 from scaler.object_storage.connection import ObjectInParts, ObjectStorageConnection
 from scaler.object_storage.host_cache.cache_rules import Check, Fetch
-from scaler.object_storage.host_cache.upload_yield import wait_seconds
+from scaler.object_storage.host_cache.upload_yield import Step, UploadYield
 from scaler.object_storage.segment_files import PUT_SUFFIX, layout, remove_file
 from scaler.object_storage.spill_files import file_stem
 from scaler.object_storage.store import SEGMENT_FROM_BYTES
@@ -85,6 +85,7 @@ class UploadJob:
     owner_id: bytes
     name: str
     frames: Sequence[Any]
+    held: bool = False  #: the upstream recorded that this cache holds it (upload_yield.py asks what is wanted of it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +151,8 @@ class Upstream:
         self._own_port = _port_of(own_address)  #: where other hosts read from this cache (0: none)
         self._said: set[str] = set()  #: sources whose failure was logged (once each)
         self._turns = True  #: the upstream gives turns for large uploads (until it answers that it does not)
+        #: the upstream says what of a held object is wanted (until it answers that it does not: upload_yield Y5)
+        self._wants = True
         self._jobs: queue.Queue[Job | None] = queue.Queue()
         self._large_uploads: queue.Queue[Job | None] = queue.Queue()
         self._threads = [
@@ -211,7 +214,7 @@ class Upstream:
             self._fetch(connection, peers, job.object_id)
         elif isinstance(job, UploadJob):
             if upload_bytes(job) >= LARGE_UPLOAD_BYTES:
-                if not self._yield_to_peers(job):
+                if not self._yield_to_peers(connection, job):
                     reason = f"object {job.object_id.hex()} was deleted or replaced before its upload began"
                     logger.info("host cache: %s: not uploaded", reason)
                     status = StorageStatus.BAD_REQUEST
@@ -248,16 +251,34 @@ class Upstream:
             return False, True
         return True, True
 
-    def _yield_to_peers(self, job: UploadJob) -> bool:
-        """Wait while this host sends other hosts what they read (upload_yield.py); then whether the object is still
-        stored here as it was (deleted meanwhile: its upload is skipped)."""
-        waited = 0.0
-        while (seconds := wait_seconds(queued_to_peers(self._own_port), waited)) > 0:
+    def _yield_to_peers(self, connection: ObjectStorageConnection, job: UploadJob) -> bool:
+        """Wait while this host sends other hosts what they read, unless a reader waits for the object at the upstream
+        (upload_yield.py); False when it is not to be uploaded (deleted upstream, or deleted or replaced here)."""
+        plan = UploadYield(job.held and self._wants)
+        while True:
+            step, seconds = plan.step(queued_to_peers(self._own_port))
+            if step is Step.GO:
+                break
+            if step is Step.SKIP:
+                return False
+            if step is Step.ASK:
+                try:
+                    plan.answered(connection.wanted(job.object_id, upload_bytes(job), job.owner_id))
+                except HeldObjectGone:
+                    plan.answered(None)
+                except WantsUnknown as error:
+                    self._wants = False
+                    logger.info("host cache: %s; uploads wait for other hosts' reads without asking", error)
+                    plan.unanswered()
+                except ObjectStorageException as error:
+                    logger.info(
+                        "host cache: object %s: what is wanted of it was not told: %s", job.object_id.hex(), error
+                    )
+                    plan.unanswered()
+                continue
             time.sleep(seconds)
-            waited += seconds
-        if waited and not self._on_loop(lambda: self._reports.still_stored(job.object_id, job.generation)):
-            return False
-        return True
+            plan.slept(seconds)
+        return not plan.waited or self._on_loop(lambda: self._reports.still_stored(job.object_id, job.generation))
 
     def _ask_turn(self, connection: ObjectStorageConnection, job: UploadJob) -> None:
         """Wait for the upstream to admit the upload (upload_admission.py); without a turn, it goes anyway."""
