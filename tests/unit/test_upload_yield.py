@@ -25,7 +25,11 @@ from scaler.object_storage.host_cache.upstream import queued_to_peers
 
 
 def test_an_upload_goes_at_once_when_nothing_waits_to_leave_for_other_hosts() -> None:
-    assert UploadYield(held=True).step(0) == (Step.GO, 0.0)
+    assert UploadYield(held=False).step(0) == (Step.GO, 0.0)
+    plan = UploadYield(held=True)
+    assert plan.step(0) == (Step.ASK, 0.0)  # Y5: a held one asks first whether it is still wanted at all
+    plan.answered(False)
+    assert plan.step(0) == (Step.GO, 0.0)
 
 
 def test_an_upload_waits_while_bytes_wait_to_leave_for_other_hosts_asking_what_is_wanted_now_and_then() -> None:

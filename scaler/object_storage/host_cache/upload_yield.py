@@ -13,8 +13,9 @@ Y2 It goes when a reader waits for it at the storage server (the client's `resul
 Y3 It is not uploaded when the storage server neither holds it as held nor stores it: it was deleted meanwhile.
 Y4 Bounded: it goes once it waited MAX_YIELD_SECONDS in all, whatever is being sent (a result's upload never starves
    behind a stream of reads; until it is stored, its host's death has it made again from its task).
-Y5 An upload the storage server recorded as held asks it what is wanted of the object (`wanted`, held_results H8) when
-   it begins to wait, then every ASK_SECONDS while it waits; one the server does not answer asks no more.
+Y5 An upload the storage server recorded as held asks it what is wanted of the object (`wanted`, held_results H8)
+   before anything else (a graph's partitions are deleted once its last reader ended, often before their uploads
+   came: those are not sent), then every ASK_SECONDS while it waits; one the server does not answer asks no more.
 Y6 Otherwise it waits POLL_SECONDS (less when the bound is nearer) and looks again.
 """
 
@@ -52,9 +53,12 @@ class UploadYield:
         """What to do now, while `queued_to_peers` bytes this host sends other hosts wait to leave."""
         if self.gone:
             return Step.SKIP, 0.0
+        if self.held and self.asked_at is None:
+            self.asked_at = self.waited
+            return Step.ASK, 0.0
         if queued_to_peers <= 0 or self.wanted or self.waited >= MAX_YIELD_SECONDS:
             return Step.GO, 0.0
-        if self.held and (self.asked_at is None or self.waited - self.asked_at >= ASK_SECONDS):
+        if self.held and self.asked_at is not None and self.waited - self.asked_at >= ASK_SECONDS:
             self.asked_at = self.waited
             return Step.ASK, 0.0
         return Step.WAIT, min(POLL_SECONDS, MAX_YIELD_SECONDS - self.waited)
