@@ -59,6 +59,17 @@ def test_an_upload_of_an_object_deleted_meanwhile_is_skipped() -> None:
     assert plan.step(0) == (Step.SKIP, 0.0)
 
 
+def test_once_its_turn_is_granted_an_upload_waits_again_for_reads_begun_meanwhile_and_goes_even_if_deleted() -> None:
+    plan = UploadYield(held=True)
+    assert plan.step(0)[0] is Step.ASK
+    plan.answered(False)
+    assert plan.step(0)[0] is Step.GO  # then it asks its turn, and waits for it at the storage server
+    plan.granted()
+    assert plan.step(1) == (Step.WAIT, POLL_SECONDS)  # other hosts' reads began meanwhile
+    plan.answered(None)  # deleted meanwhile: its put ends the turn (unused, it would hold others back)
+    assert plan.step(1) == (Step.GO, 0.0)
+
+
 def test_an_upload_waits_at_most_the_bound_in_all_however_long_the_reads_go_on() -> None:
     plan = UploadYield(held=False)  # not held upstream: never asks
     while (step := plan.step(1))[0] is Step.WAIT:

@@ -10,13 +10,18 @@ Y1 It goes when nothing this host sends other hosts waits to leave (the kernel's
    serves them on are empty).
 Y2 It goes when a reader waits for it at the storage server (the client's `result()`: a reader there goes first, as
    its turn does, upload_admission A6).
-Y3 It is not uploaded when the storage server neither holds it as held nor stores it: it was deleted meanwhile.
+Y3 It is not uploaded when the storage server neither holds it as held nor stores it: it was deleted meanwhile. Once
+   its turn was granted it goes whatever (its put ends the turn: a turn left unused would hold other hosts' uploads
+   back until it lapsed).
 Y4 Bounded: it goes once it waited MAX_YIELD_SECONDS in all, whatever is being sent (a result's upload never starves
    behind a stream of reads; until it is stored, its host's death has it made again from its task).
 Y5 An upload the storage server recorded as held asks it what is wanted of the object (`wanted`, held_results H8)
    before anything else (a graph's partitions are deleted once its last reader ended, often before their uploads
    came: those are not sent), then every ASK_SECONDS while it waits; one the server does not answer asks no more.
 Y6 Otherwise it waits POLL_SECONDS (less when the bound is nearer) and looks again.
+
+Reads may begin while an upload waits at the storage server for its turn (upload_admission.py), so the rules are
+applied before it asks for its turn and again once it is granted, the bound counting both waits.
 """
 
 from __future__ import annotations
@@ -48,11 +53,12 @@ class UploadYield:
     asked_at: float | None = None  #: `waited` when it last asked (None: never)
     wanted: bool = False  #: the last answer: a reader waits for it at the storage server
     gone: bool = False  #: the last answer: neither held nor stored there (deleted)
+    turn_granted: bool = False  #: its turn was granted: it goes even when deleted (Y3)
 
     def step(self, queued_to_peers: int) -> tuple[Step, float]:
         """What to do now, while `queued_to_peers` bytes this host sends other hosts wait to leave."""
         if self.gone:
-            return Step.SKIP, 0.0
+            return (Step.GO if self.turn_granted else Step.SKIP), 0.0
         if self.held and self.asked_at is None:
             self.asked_at = self.waited
             return Step.ASK, 0.0
@@ -62,6 +68,10 @@ class UploadYield:
             self.asked_at = self.waited
             return Step.ASK, 0.0
         return Step.WAIT, min(POLL_SECONDS, MAX_YIELD_SECONDS - self.waited)
+
+    def granted(self) -> None:
+        """Its turn was granted: the rules apply again, and it is uploaded even if deleted meanwhile (Y3)."""
+        self.turn_granted = True
 
     def slept(self, seconds: float) -> None:
         self.waited += seconds

@@ -214,14 +214,16 @@ class Upstream:
             self._fetch(connection, peers, job.object_id)
         elif isinstance(job, UploadJob):
             if upload_bytes(job) >= LARGE_UPLOAD_BYTES:
-                if not self._yield_to_peers(connection, job):
+                plan = UploadYield(job.held and self._wants)
+                if not self._yield_to_peers(connection, job, plan):
                     reason = f"object {job.object_id.hex()} was deleted or replaced before its upload began"
                     logger.info("host cache: %s: not uploaded", reason)
                     status = StorageStatus.BAD_REQUEST
                     self._on_loop(lambda: self._reports.uploaded(job.object_id, job.generation, status, reason))
                     return
-                if self._turns:
-                    self._ask_turn(connection, job)
+                if self._turns and self._ask_turn(connection, job):
+                    plan.granted()
+                    self._yield_to_peers(connection, job, plan)  # reads may have begun while it waited for its turn
             status, reason = _upload(connection, job)
             if status is not StorageStatus.OK:
                 logger.warning("host cache: object %s was not stored upstream: %s", job.object_id.hex(), reason)
@@ -251,10 +253,9 @@ class Upstream:
             return False, True
         return True, True
 
-    def _yield_to_peers(self, connection: ObjectStorageConnection, job: UploadJob) -> bool:
+    def _yield_to_peers(self, connection: ObjectStorageConnection, job: UploadJob, plan: UploadYield) -> bool:
         """Wait while this host sends other hosts what they read, unless a reader waits for the object at the upstream
         (upload_yield.py); False when it is not to be uploaded (deleted upstream, or deleted or replaced here)."""
-        plan = UploadYield(job.held and self._wants)
         while True:
             step, seconds = plan.step(queued_to_peers(self._own_port))
             if step is Step.GO:
@@ -278,10 +279,13 @@ class Upstream:
                 continue
             time.sleep(seconds)
             plan.slept(seconds)
-        return not plan.waited or self._on_loop(lambda: self._reports.still_stored(job.object_id, job.generation))
+        if plan.turn_granted or not plan.waited:
+            return True
+        return bool(self._on_loop(lambda: self._reports.still_stored(job.object_id, job.generation)))
 
-    def _ask_turn(self, connection: ObjectStorageConnection, job: UploadJob) -> None:
-        """Wait for the upstream to admit the upload (upload_admission.py); without a turn, it goes anyway."""
+    def _ask_turn(self, connection: ObjectStorageConnection, job: UploadJob) -> bool:
+        """Wait for the upstream to admit the upload (upload_admission.py): whether it did; without a turn, it goes
+        anyway."""
         try:
             connection.ask_turn(job.object_id, upload_bytes(job), job.owner_id, job.name)
         except TurnsUnknown as error:
@@ -289,6 +293,9 @@ class Upstream:
             logger.info("host cache: %s; large results are uploaded without asking", error)
         except ObjectStorageException as error:
             logger.info("host cache: object %s is uploaded without its turn: %s", job.object_id.hex(), error)
+        else:
+            return True
+        return False
 
     def _fetch(
         self, connection: ObjectStorageConnection, peers: dict[str, ObjectStorageConnection], object_id: bytes
