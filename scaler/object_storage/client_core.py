@@ -111,6 +111,15 @@ class HoldsUnknown(ObjectStorageException):
     `badRequest` (it carried no payload)."""
 
 
+class WantsUnknown(ObjectStorageException):
+    """The server does not say what of a held object is wanted (held_results.py H8): an older one, which answered the
+    wanted put `badRequest` (it carried no payload)."""
+
+
+class HeldObjectGone(ObjectStorageException):
+    """The server neither holds the object as held nor stores it (held_results.py H8): it was deleted."""
+
+
 class TurnsUnknown(ObjectStorageException):
     """The server gives no turns for uploads (upload_admission.py): an older one, which answered a turn's put
     `badRequest` (it carried no payload)."""
@@ -700,6 +709,12 @@ def status_error(reply: StorageReply, address: str, operation: StorageOperation)
         return IncompatiblePeerError(f"object storage at {address} refused the connection: {reply.reason}")
     if status is StorageStatus.BAD_REQUEST and isinstance(operation, Put) and operation.turn:
         return TurnsUnknown(f"object storage at {address} gives no upload turns: {reply.reason}")
+    if isinstance(operation, Put) and operation.wanted:
+        if status is StorageStatus.BAD_REQUEST:
+            return WantsUnknown(f"object storage at {address} does not say what is wanted of a held object: "
+                                f"{reply.reason}")  # fmt: skip
+        if status is StorageStatus.NOT_FOUND:
+            return HeldObjectGone(reply.reason)
     if status is StorageStatus.BAD_REQUEST and isinstance(operation, Put) and operation.hold:
         return HoldsUnknown(f"object storage at {address} records no results held by their hosts: {reply.reason}")
     if status is StorageStatus.FULL:

@@ -416,6 +416,13 @@ class ObjectStorageConnection:
         put = Put(ObjectID(bytes(object_id)), bytes(owner_id), total_bytes, name, (), False, True, piece_digests)
         self._call(put)
 
+    def wanted(self, object_id: bytes, total_bytes: int, owner_id: bytes = b"") -> bool:
+        """Whether a reader waits at the server for an object this host cache holds and has not uploaded
+        (held_results.py H8). Raises HeldObjectGone when the server neither holds it as held nor stores it (deleted),
+        WantsUnknown from a server that does not say."""
+        put = Put(ObjectID(bytes(object_id)), bytes(owner_id), total_bytes, "", (), False, False, (), True)
+        return reply_value(self._call(put).reply, bool, self._address)
+
     def put_followed(self, object_id: bytes, payload: Payload, owner_id: bytes = b"", name: str = "") -> bool:
         """Begin storing a large object that readers may follow while it is written (followed_put.py): True when the
         object may be announced now (readers wait for it at the server; it counts as stored once a thread of this

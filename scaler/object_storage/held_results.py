@@ -17,6 +17,9 @@ H4 `ended`: connections ended. An object whose holder's connection it was and th
 H5 `forget`: deleted objects (or their owner's): the reads that waited, to answer "not stored".
 H6 `fate`: what the scheduler is told of an object: NOTHING_TO_WAIT_FOR when none is held or lost here (stored, or
    deleted, or never held), else how many times it was lost (0: held, its upload under way).
+H8 `wanted` (the service's, from these records): a host cache whose upload of a held object yields to other hosts'
+   reads (host_cache/upload_yield.py) asks whether a reader waits for it here (then it goes at once: a reader at the
+   server goes first) and learns when the object is neither held nor stored (deleted: it is not uploaded).
 H7 Bounded: at most MAX_HELD objects are held or lost at once; a hold beyond that is refused (the cache then answers
    its put once the upload is stored, as without holds), so the server's memory for them stays small.
 """

@@ -319,6 +319,8 @@ class StorageService:
                 return self._turn(peer, request_id, operation, payload, greeted)
             if operation.hold:
                 return self._hold(peer, request_id, operation, payload, greeted)
+            if operation.wanted:
+                return self._wanted(request_id, operation, payload, greeted)
             return self._put(peer, request_id, operation, payload, greeted)
         if payload:
             name = _OPERATION_NAMES[type(operation)]
@@ -456,6 +458,21 @@ class StorageService:
         if peer.cache_address:  # host_ledger S4: other hosts fetch it from the host that made it, from now on
             self.ledger.uploaded(put.object_id, peer.cache_address)
         return _ok(request_id)
+
+    def _wanted(self, request_id: int, put: Put, payload: Sequence[PayloadBuffer], peer: _Greeted) -> StorageAnswer:
+        """What of an object its host holds is wanted (held_results H8): whether a reader waits for it here; notFound
+        when it is neither held nor stored (deleted)."""
+        if payload:
+            return bad_request(request_id, f"a wanted put carries no payload, got {len(payload)} frame(s)")
+        if peer.role != "cache" or self.cache is not None:
+            return bad_request(request_id, "wanted: only a host cache asks, and only its storage server answers")
+        held = self.held.get(put.object_id)
+        if held is not None:
+            return _ok(request_id, bool(held.reads))
+        if self.store.get(put.object_id) is not None or put.object_id in self.writes:
+            return _ok(request_id, False)
+        reason = f"object {put.object_id.hex()} is neither held nor stored here: it was deleted"
+        return StorageAnswer(StorageReply(request_id, NOT_FOUND, reason))
 
     def _fates(self, request_id: int, fates: Fates, peer: _Greeted) -> StorageAnswer:
         """What became of the objects the scheduler asks about (held_results H6)."""

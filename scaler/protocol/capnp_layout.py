@@ -1233,6 +1233,7 @@ SM_STRUCTS: dict[str, Struct] = {
             ("turn", -1, "bool", 64, ""),
             ("hold", -1, "bool", 65, ""),
             ("pieceDigests", -1, "list", 4, "data"),
+            ("wanted", -1, "bool", 66, ""),
         ),
     ),
     "StorageReply": (

@@ -551,6 +551,7 @@ _SM_PUT_REQUEST__FRAME_BYTES = field_of("sm", "PutRequest.frameBytes")
 _SM_PUT_REQUEST__TURN = field_of("sm", "PutRequest.turn")
 _SM_PUT_REQUEST__HOLD = field_of("sm", "PutRequest.hold")
 _SM_PUT_REQUEST__PIECE_DIGESTS = field_of("sm", "PutRequest.pieceDigests")
+_SM_PUT_REQUEST__WANTED = field_of("sm", "PutRequest.wanted")
 _NEW_SM_PUT = constructor(sm.Put)
 _SM_STORAGE_REPLY__REQUEST_ID = field_of("sm", "StorageReply.requestId")
 _SM_STORAGE_REPLY__STATUS = field_of("sm", "StorageReply.status")
@@ -2285,6 +2286,8 @@ def write_put(b: Any, v: sm.Put) -> None:
         b.hold = v.hold
     if v.piece_digests:
         b.pieceDigests = v.piece_digests
+    if v.wanted:
+        b.wanted = v.wanted
 
 
 def read_put(r: Any) -> sm.Put:
@@ -2299,6 +2302,7 @@ def read_put(r: Any) -> sm.Put:
         tuple(r._get_by_field(_SM_PUT_REQUEST__PIECE_DIGESTS))
         if r._has_by_field(_SM_PUT_REQUEST__PIECE_DIGESTS)
         else (),
+        r._get_by_field(_SM_PUT_REQUEST__WANTED),
     )
 
 

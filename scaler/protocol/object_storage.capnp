@@ -173,6 +173,11 @@ struct PutRequest {
                             # not know the field answers badRequest (no payload)
   pieceDigests @7 :List(Data);  # a hold's: BLAKE2b (16 bytes) of each piece of the object as getInParts cuts it,
                             # named with the holder to the caches that fetch it from there
+  wanted @8 :Bool;          # a host cache whose upload of an object it holds waits (it yields to other hosts' reads)
+                            # asks what of it is wanted, without payload: answered ok, `exists` true when a reader
+                            # waits for it at the server (it goes now), false otherwise; notFound when the server
+                            # neither holds it as held nor stores it (deleted: it is not uploaded); a server that does
+                            # not know the field answers badRequest (no payload)
 }
 
 enum StorageStatus {

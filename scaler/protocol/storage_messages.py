@@ -516,6 +516,11 @@ class Put(FrozenValue):
     #: a hold's: BLAKE2b (16 bytes) of each piece of the object as getInParts cuts it, named with the holder to
     #: the caches that fetch it from there
     piece_digests: tuple[bytes, ...] = ()
+    #: a host cache whose upload of an object it holds waits (it yields to other hosts' reads) asks what of it is
+    #: wanted, without payload: answered ok, `exists` true when a reader waits for it at the server (it goes
+    #: now), false otherwise; notFound when the server neither holds it as held nor stores it (deleted: it is not
+    #: uploaded); a server that does not know the field answers badRequest (no payload)
+    wanted: bool = False
 
     def __init__(
         self,
@@ -527,6 +532,7 @@ class Put(FrozenValue):
         turn: bool = False,
         hold: bool = False,
         piece_digests: tuple[bytes, ...] = (),
+        wanted: bool = False,
     ) -> None:
         _set(self, "object_id", object_id)
         _set(self, "owner_id", owner_id)
@@ -536,6 +542,7 @@ class Put(FrozenValue):
         _set(self, "turn", turn)
         _set(self, "hold", hold)
         _set(self, "piece_digests", piece_digests)
+        _set(self, "wanted", wanted)
 
 
 @frozen_value

@@ -5,18 +5,22 @@ seconds:
 - the tasks of several hosts, each making a large result, are all reported done before the storage server stored the
   last of their uploads (before, a task was reported only once its result's upload was stored);
 - a host killed after its task was reported and before its upload ended: the client's `result()` is still right, the
-  task having run twice (its function counts its runs in a file the hosts share) and been reported once.
+  task having run twice (its function counts its runs in a file the hosts share) and been reported once;
+- a host's upload waits while it sends another host what that host reads (host_cache/upload_yield.py): stored only
+  after the read's input had come.
 
 Checked with the mechanism off: with `CacheRole.holds` off (the put answered once uploaded), the first test fails (the
 last task is reported after its upload was stored) and the second too (no result is held: nothing is lost); with the
 scheduler not running a lost result's task again (`TaskLifecycle.fates_told` doing nothing), the second fails (the
-client's read waits on, past its timeout).
+client's read waits on, past its timeout); with `upstream.queued_to_peers` returning 0 (uploads never wait), the third
+fails (the upload was stored 2 s before the read's input had come).
 
 Needs root and the rig's tools (tests/rig); skipped naming what is missing otherwise.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -83,6 +87,59 @@ with Client(address=sys.argv[1]) as client:
 print(json.dumps({"right": value == b"x" * size}))
 """
 
+#: A graph: `made` on the maker's host (the only worker until the test adds the reader's, which `made` waits for),
+#: then two tasks reading it, the first placed on the maker's host by its input, the second on the reader's (the
+#: maker's is busy): the maker's makes a large result while the reader's reads `made`'s from the maker's cache over its
+#: narrow link, and returns when its input had come (a monotonic time all the rig's hosts share), once the maker's
+#: upload could be over (the graph's end deletes that result, and its upload with it). `both`, the graph's target,
+#: reads the maker's result on its host, so that nobody reads it at the storage server (a reader there would send its
+#: upload at once).
+YIELDS = """
+import json, os, socket, sys, threading, time
+from scaler import Client
+
+def made(size, released):
+    while not os.path.exists(released):
+        time.sleep(0.01)
+    return b"a" * size
+
+def either(made_value, later_size):
+    if socket.gethostname() == maker:  # makes a large result while the other host reads `made`'s from here
+        time.sleep(0.5)
+        return b"b" * later_size
+    arrived = time.monotonic()  # the other host: `made`'s result has come from the maker's
+    time.sleep(4.0)
+    return arrived
+
+def both(one, other):
+    return other if isinstance(one, bytes) else one
+
+size, later_size, workdir, maker = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+released, second_up = os.path.join(workdir, "released"), os.path.join(workdir, "reader-up")
+with Client(address=sys.argv[1]) as client:
+    def warm_then_release():
+        while not os.path.exists(second_up):
+            time.sleep(0.05)
+        client.submit(len, b"").result()  # on the reader's host (the maker's runs `made`): warm before it reads
+        open(released, "w").close()
+    warming = threading.Thread(target=warm_then_release)
+    warming.start()
+    graph = {
+        "made": (made, size, released), "one": (either, "made", later_size), "other": (either, "made", later_size),
+        "both": (both, "one", "other"),
+    }
+    arrived = client.get(graph, ["both"])["both"]
+    warming.join()
+print(json.dumps({"arrived": arrived}))
+"""
+#: What the task on the maker's host makes: large enough to be held and uploaded in turn, and uploaded (at the storage
+#: link's rate) faster than `made`'s result crosses the reader's link.
+LATER_SIZE = 1_500_000
+#: The host that makes results (w1 dies in the test before), and the one that reads them from it, whose link is narrow
+#: while it reads: `made`'s result takes about four seconds to cross it.
+MAKER, READER = "w3", "w2"
+READER_RATE_BITS = 8 * MBIT
+
 _STORED = re.compile(
     r"upload turn: object (\w+), (\d+) bytes, asked at ([\d.]+), granted at ([\d.]+), stored at ([\d.]+)"
 )
@@ -133,7 +190,7 @@ def test_a_host_killed_after_reporting_a_result_before_its_upload_ended(rig: Rig
             assert client.is_running() and time.monotonic() < deadline, client.log_text() + stack.logs()
             time.sleep(0.05)
         rig.host("w1").die()  # its cache and workers with it: the result's upload had seconds to go
-        stack.add_workers("w2", 1)
+        stack.add_workers(READER, 1)
         client.popen.wait(timeout=180)
         assert client.popen.returncode == 0, client.log_text() + stack.logs()
         assert client.log_text().strip().splitlines()[-1] == '{"right": true}', client.log_text()
@@ -141,4 +198,41 @@ def test_a_host_killed_after_reporting_a_result_before_its_upload_ended(rig: Rig
         storage_log = stack.processes[0].log_text()
         assert "before it uploaded 1 result(s) it held" in storage_log, stack.logs()
     finally:
+        stack.stop()
+
+
+@pytest.mark.timeout(300)
+def test_an_upload_waits_while_its_host_sends_another_host_what_it_reads(rig: Rig) -> None:
+    """host_cache/upload_yield.py: a host makes a result while another reads one of the first's from its cache; the
+    new result's upload goes up only once the read is sent (before, it went at once, beside the read, and was stored
+    before the read's input had come)."""
+    stack = RigStack.start(rig, "storage", {MAKER: 1}, storage_args=("-ll", "DEBUG"))
+    workdir = rig.workdir / "yields"
+    workdir.mkdir()
+    rig.shape(READER, READER_RATE_BITS)
+    try:
+        script = rig.workdir / "yields.py"
+        script.write_text(YIELDS)
+        client = rig.host("client").start(
+            stack.command("python"), str(script), stack.scheduler_address, str(SIZE), str(LATER_SIZE), str(workdir),
+            MAKER, env=key_variables("client"),
+        )  # fmt: skip
+        stack.add_workers(READER, 1)
+        stack.wait_for_workers(2)
+        (workdir / "reader-up").touch()
+        client.popen.wait(timeout=180)
+        assert client.popen.returncode == 0, client.log_text() + stack.logs()
+        arrived = json.loads(client.log_text().strip().splitlines()[-1])["arrived"]
+        stored = [
+            float(match[5]) for match in _STORED.finditer(stack.processes[0].log_text())
+            if LATER_SIZE <= int(match[2]) < SIZE
+        ]  # fmt: skip
+        assert len(stored) == 1, stack.logs()
+        assert stored[0] > arrived, (
+            f"the maker's new result was stored at {stored[0]:.2f}, before the reader's input from the maker had come "
+            f"({arrived:.2f}): it went beside the read"
+        )
+        print(f"the maker's upload stored {stored[0] - arrived:.2f} s after the reader's input from it had come")
+    finally:
+        rig.shape(READER, 100 * MBIT)
         stack.stop()

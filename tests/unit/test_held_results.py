@@ -2,12 +2,14 @@
 it): a host cache's hold is recorded and answered at once; a read of the held object waits for its upload and asks that
 it go first; `exists` says yes; other hosts are sent to the holder; the upload's put answers the reads; a holder whose
 connection ends loses what it held (its readers wait on, and the scheduler's `fates` says how many times it was lost);
-a put of a lost object (its task made again) answers them; a delete tells them; the bound refuses holds beyond it.
-And the cache's side (cache_rules C4): a large result's put is answered once its hold is recorded, the upload following
-without it; without holds it waits for the upload as before.
+a put of a lost object (its task made again) answers them; a delete tells them; the bound refuses holds beyond it; a
+holder asks whether a reader waits for its upload, and learns when the object was deleted (H8). And the cache's side
+(cache_rules C4): a large result's put is answered once its hold is recorded, the upload following without it;
+without holds it waits for the upload as before.
 
 Checked with the mechanism off: with `StorageService._hold` answering ok without recording, the three service tests of
-a hold fail; with `CacheRole.upload` ignoring `total_bytes`, the cache's test fails."""
+a hold fail; with `CacheRole.upload` ignoring `total_bytes`, the cache's test fails; with `StorageService._wanted`
+answering ok, false whatever is held, the H8 test fails."""
 
 from __future__ import annotations
 
@@ -151,7 +153,7 @@ def test_the_cache_answers_a_large_result_once_held_and_uploads_it_after() -> No
     role.upload(b"big", 1, [(b"processor", 3)], total_bytes=10 << 20)
     assert role.take_work() == [HoldWork(b"big", 1)], "held first; no upload yet"
     assert role.held(b"big", 1, recorded=True) == [(b"processor", 3)], "answered once the upstream recorded it"
-    assert role.take_work() == [UploadWork(b"big", 1)]
+    assert role.take_work() == [UploadWork(b"big", 1, held=True)], "its upload may ask what is wanted of it (H8)"
     assert role.uploaded(b"big", 1) == [], "the upload's answer is nobody's"
     role.upload(b"small", 1, [(b"processor", 4)], total_bytes=1000)
     assert role.take_work() == [UploadWork(b"small", 1)], "a small one waits for its upload"
@@ -160,3 +162,21 @@ def test_the_cache_answers_a_large_result_once_held_and_uploads_it_after() -> No
     assert role.held(b"other", 1, recorded=False) == [], "not recorded: its put waits for the upload"
     assert role.take_work() == [UploadWork(b"other", 1)]
     assert role.uploaded(b"other", 1) == [(b"processor", 5)]
+
+
+def test_the_storage_server_says_what_of_a_held_object_is_wanted() -> None:
+    """held_results H8, through the service: a reader waiting for it there, nobody, and deleted."""
+    service = _server()
+    assert _status(_call(service, b"cache-a", Put(OBJECT, b"owner", 2000, "", (), False, True))) is StorageStatus.OK
+    answer = _call(service, b"cache-a", _wanted())
+    assert answer is not None and answer.reply.value is False
+    assert _call(service, b"client", Get(OBJECT)) is None  # a reader waits for it at the server
+    answer = _call(service, b"cache-a", _wanted())
+    assert answer is not None and answer.reply.value is True
+    _call(service, b"client", Delete((OBJECT,)))
+    assert _status(_call(service, b"cache-a", _wanted())) is StorageStatus.NOT_FOUND
+    assert _status(_call(service, b"client", _wanted())) is StorageStatus.BAD_REQUEST  # only a cache asks
+
+
+def _wanted() -> Put:
+    return Put(OBJECT, b"owner", 2000, "", (), False, False, (), True)

@@ -56,6 +56,7 @@ class UploadWork:
 
     object_id: bytes
     generation: int
+    held: bool = False  #: the upstream recorded that this cache holds it (its upload may ask what is wanted of it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +138,7 @@ class CacheRole(Generic[R, W]):
         key = (object_id, generation)
         waiting = self._holding.pop(key, [])
         if key not in self._uploading:
-            self._work.append(UploadWork(object_id, generation))
+            self._work.append(UploadWork(object_id, generation, recorded))
         if recorded:
             self._uploading.setdefault(key, [])
             return waiting

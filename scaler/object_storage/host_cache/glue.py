@@ -160,6 +160,11 @@ class CacheGlue:
             service.cache.holds = False
         self._shell.answer_all(service.held_answer(object_id, generation, recorded))
 
+    def still_stored(self, object_id: bytes, generation: int) -> bool:
+        """Whether the object is stored here as it was when its upload was asked for (a yielding upload's check)."""
+        stored = self._shell.service.store.get(object_id)
+        return stored is not None and stored.generation == generation
+
     def checked(self, object_id: bytes, exists: bool | None, reason: str) -> None:
         self._shell.answer_all(self._shell.run_disk_work(self._shell.service.checked(object_id, exists, reason)))
 
@@ -191,7 +196,8 @@ class CacheGlue:
                 frames = map_segment(segment_path(self._directory, work.object_id), object_id=work.object_id).frames
             except (SegmentFileError, OSError) as error:
                 return f"object {work.object_id.hex()} could not be read to be stored upstream: {error}"
-        return UploadJob(work.object_id, work.generation, stored.owner_id, stored.name, frames)
+        held = isinstance(work, UploadWork) and work.held
+        return UploadJob(work.object_id, work.generation, stored.owner_id, stored.name, frames, held)
 
     def _on_loop(self, call: Callable[[], T]) -> T:
         """Run a report on the event loop's thread (called from an upstream thread) and wait for its result."""

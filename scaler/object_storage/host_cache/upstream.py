@@ -29,15 +29,17 @@ import mmap
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from scaler.errors import IncompatiblePeerError, MissingObjects, ObjectStorageException, ObjectStorageFullError
 from scaler.io.sockets import TransportSecurity
-from scaler.object_storage.client_core import HoldsUnknown, TurnsUnknown
+from scaler.object_storage.client_core import HeldObjectGone, HoldsUnknown, TurnsUnknown, WantsUnknown
 from scaler.object_storage.connection import ObjectInParts, ObjectStorageConnection
 from scaler.object_storage.host_cache.cache_rules import Check, Fetch
+from scaler.object_storage.host_cache.upload_yield import Step, UploadYield
 from scaler.object_storage.segment_files import PUT_SUFFIX, layout, remove_file
 from scaler.object_storage.spill_files import file_stem
 from scaler.object_storage.store import SEGMENT_FROM_BYTES
@@ -83,6 +85,7 @@ class UploadJob:
     owner_id: bytes
     name: str
     frames: Sequence[Any]
+    held: bool = False  #: the upstream recorded that this cache holds it (upload_yield.py asks what is wanted of it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +119,8 @@ class UpstreamReports(Protocol):
 
     def held(self, object_id: bytes, generation: int, recorded: bool, known: bool) -> None: ...
 
+    def still_stored(self, object_id: bytes, generation: int) -> bool: ...
+
     def checked(self, object_id: bytes, exists: bool | None, reason: str) -> None: ...
 
 
@@ -143,8 +148,11 @@ class Upstream:
         self._security = security
         self._timeout_seconds = timeout_seconds
         self._own_address = own_address
+        self._own_port = _port_of(own_address)  #: where other hosts read from this cache (0: none)
         self._said: set[str] = set()  #: sources whose failure was logged (once each)
         self._turns = True  #: the upstream gives turns for large uploads (until it answers that it does not)
+        #: the upstream says what of a held object is wanted (until it answers that it does not: upload_yield Y5)
+        self._wants = True
         self._jobs: queue.Queue[Job | None] = queue.Queue()
         self._large_uploads: queue.Queue[Job | None] = queue.Queue()
         self._threads = [
@@ -205,8 +213,17 @@ class Upstream:
         if isinstance(job, Fetch):
             self._fetch(connection, peers, job.object_id)
         elif isinstance(job, UploadJob):
-            if self._turns and upload_bytes(job) >= LARGE_UPLOAD_BYTES:
-                self._ask_turn(connection, job)
+            if upload_bytes(job) >= LARGE_UPLOAD_BYTES:
+                plan = UploadYield(job.held and self._wants)
+                if not self._yield_to_peers(connection, job, plan):
+                    reason = f"object {job.object_id.hex()} was deleted or replaced before its upload began"
+                    logger.info("host cache: %s: not uploaded", reason)
+                    status = StorageStatus.BAD_REQUEST
+                    self._on_loop(lambda: self._reports.uploaded(job.object_id, job.generation, status, reason))
+                    return
+                if self._turns and self._ask_turn(connection, job):
+                    plan.granted()
+                    self._yield_to_peers(connection, job, plan)  # reads may have begun while it waited for its turn
             status, reason = _upload(connection, job)
             if status is not StorageStatus.OK:
                 logger.warning("host cache: object %s was not stored upstream: %s", job.object_id.hex(), reason)
@@ -236,8 +253,39 @@ class Upstream:
             return False, True
         return True, True
 
-    def _ask_turn(self, connection: ObjectStorageConnection, job: UploadJob) -> None:
-        """Wait for the upstream to admit the upload (upload_admission.py); without a turn, it goes anyway."""
+    def _yield_to_peers(self, connection: ObjectStorageConnection, job: UploadJob, plan: UploadYield) -> bool:
+        """Wait while this host sends other hosts what they read, unless a reader waits for the object at the upstream
+        (upload_yield.py); False when it is not to be uploaded (deleted upstream, or deleted or replaced here)."""
+        while True:
+            step, seconds = plan.step(queued_to_peers(self._own_port))
+            if step is Step.GO:
+                break
+            if step is Step.SKIP:
+                return False
+            if step is Step.ASK:
+                try:
+                    plan.answered(connection.wanted(job.object_id, upload_bytes(job), job.owner_id))
+                except HeldObjectGone:
+                    plan.answered(None)
+                except WantsUnknown as error:
+                    self._wants = False
+                    logger.info("host cache: %s; uploads wait for other hosts' reads without asking", error)
+                    plan.unanswered()
+                except ObjectStorageException as error:
+                    logger.info(
+                        "host cache: object %s: what is wanted of it was not told: %s", job.object_id.hex(), error
+                    )
+                    plan.unanswered()
+                continue
+            time.sleep(seconds)
+            plan.slept(seconds)
+        if plan.turn_granted or not plan.waited:
+            return True
+        return bool(self._on_loop(lambda: self._reports.still_stored(job.object_id, job.generation)))
+
+    def _ask_turn(self, connection: ObjectStorageConnection, job: UploadJob) -> bool:
+        """Wait for the upstream to admit the upload (upload_admission.py): whether it did; without a turn, it goes
+        anyway."""
         try:
             connection.ask_turn(job.object_id, upload_bytes(job), job.owner_id, job.name)
         except TurnsUnknown as error:
@@ -245,6 +293,9 @@ class Upstream:
             logger.info("host cache: %s; large results are uploaded without asking", error)
         except ObjectStorageException as error:
             logger.info("host cache: object %s is uploaded without its turn: %s", job.object_id.hex(), error)
+        else:
+            return True
+        return False
 
     def _fetch(
         self, connection: ObjectStorageConnection, peers: dict[str, ObjectStorageConnection], object_id: bytes
@@ -416,3 +467,34 @@ def _upload(connection: ObjectStorageConnection, job: UploadJob) -> tuple[Storag
     except ObjectStorageException as error:
         return StorageStatus.BAD_REQUEST, f"the upstream storage could not store it: {error}"
     return StorageStatus.OK, ""
+
+
+def _port_of(address: str) -> int:
+    """The TCP port of a `tcp://host:port` address (0: none, or another transport)."""
+    if not address.startswith("tcp://"):
+        return 0
+    try:
+        return int(address.rsplit(":", 1)[1])
+    except (IndexError, ValueError):
+        return 0
+
+
+def queued_to_peers(port: int) -> int:
+    """The bytes waiting to leave in the kernel's send queues of the TCP connections this host serves on `port` (the
+    cache's reads for other hosts; ZeroMQ keeps those queues full while it has more to send): 0 when there is no port,
+    or no /proc to read it from (then uploads never wait)."""
+    if not port:
+        return 0
+    local = f":{port:04X}"
+    queued = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as lines:
+                next(lines, None)
+                for line in lines:
+                    fields = line.split(None, 5)
+                    if len(fields) > 4 and fields[1].endswith(local) and fields[3] == "01":  # ESTABLISHED
+                        queued += int(fields[4].split(":", 1)[0], 16)
+        except OSError:
+            continue
+    return queued

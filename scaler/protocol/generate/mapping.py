@@ -264,6 +264,7 @@ STRUCTS = {
             "turn": Field(omit_empty=True),
             "hold": Field(omit_empty=True),
             "pieceDigests": Field(omit_empty=True),
+            "wanted": Field(omit_empty=True),
         },
     ),
     "AdoptRequest": Struct(name="Adopt", required="objectId ownerId fileName totalBytes"),

@@ -11,11 +11,16 @@ Rules:
   processor reads each object by its id wherever it runs.
 - Bounded: at most MAX_OBJECTS objects, the least recently placed forgotten first, each held by at most MAX_HOSTS
   hosts (the most recent); a host's entries go when its last worker leaves.
-- The choice (`nearer`): the task's inputs are looked at in its client's order; the first one some host holds decides.
-  If the worker dispatch offered is on a holding host, it keeps the task; else a worker of a holding host with an idle
-  slot (the most recent holder first, at most MAX_SCANNED workers looked at) takes it. If none has an idle slot, the
-  offered worker keeps it at once: a task never waits for a busy host (Dask's rule with a bound of 0, since a fetch
-  across a host link costs less than the run time of a task queued behind the busy host's own).
+- The choice (`nearer`): the hosts that hold the most of the task's inputs (counted per input) are its best hosts.
+  When the worker dispatch offered is on the one best host, it keeps the task. When several tie (a shuffle's reducer,
+  whose inputs are one on each host), the best host whose workers hold the fewest tasks placed by their inputs
+  (`WorkerRecord.readers`), then with the most idle slots, takes it (the offered worker's host when it ranks as well;
+  else the most recent holder of the first inputs first), so that readers whose inputs are spread alike spread over
+  the hosts instead of filling the first free one's slots: each host's link then carries one reader's fetches, not
+  two. A worker of that host with an idle slot and a link with room takes it (at most
+  MAX_SCANNED workers looked at in all). If no best host has an idle slot, the offered worker keeps it at once: a
+  task never waits for a busy host (Dask's rule with a bound of 0, since a fetch across a host link costs less than
+  the run time of a task queued behind the busy host's own).
 - One owner: the lifecycle (task_lifecycle.py) calls `placed` when it dispatches a task with inputs and `nearer` in its
   dispatch; the routing tells it of workers joining and leaving (`joined`, `left`).
 """
@@ -105,38 +110,72 @@ class ObjectHosts:
         self, inputs: tuple[ObjectID, ...], offered: WorkerRecord, requirement: Capabilities
     ) -> tuple[WorkerRecord, ProcessorLink] | None:
         """A worker that can run a task of `requirement` naming `inputs`, with an idle slot and a link with room, on a
-        host that holds them, when `offered` (the worker dispatch found) is not on one; None: `offered` keeps it."""
+        host that holds the most of them, when `offered` (the worker dispatch found) is not the best placed (module
+        docstring, "The choice"); None: `offered` keeps it."""
+        holders = self._holders
+        counts: dict[str, int] = {}
         for object_id in inputs:
-            hosts = self._holders.get(object_id)
-            if hosts is None:
-                continue
-            if offered.hostname in hosts:
-                self.near_data += 1
-                return None
-            found = _free_worker_on(hosts, self._workers, requirement)
-            if found is not None:
-                self.near_data += 1
-                return found
-            self.away_from_data += 1
+            for host in reversed(holders.get(object_id, ())):  # the most recent holder first
+                counts[host] = counts.get(host, 0) + 1
+        if not counts:
             return None
-        return None
+        most = max(counts.values())
+        tied = [host for host, count in counts.items() if count == most]
+        offered_holds = offered.hostname in counts and counts[offered.hostname] == most
+        if offered_holds and len(tied) == 1:
+            self.near_data += 1
+            return None
+        found = _least_read(tied, self._workers, requirement)
+        if found is None or (offered_holds and found[0] >= _standing(offered.hostname, self._workers)):
+            if offered_holds:
+                self.near_data += 1
+            else:
+                self.away_from_data += 1
+            return None
+        self.near_data += 1
+        return found[1]
 
 
-def _free_worker_on(
+def _least_read(
     hosts: list[str], workers: dict[str, dict[PeerID, WorkerRecord]], requirement: Capabilities
-) -> tuple[WorkerRecord, ProcessorLink] | None:
-    """A worker of `hosts` (the most recent first) with an idle slot and a link with room, of the first MAX_SCANNED."""
+) -> tuple[tuple[int, int], tuple[WorkerRecord, ProcessorLink]] | None:
+    """Of `hosts` (in order) with a worker that can run the task on an idle slot with a link with room, the one whose
+    workers hold the fewest tasks placed by their inputs, then with the most idle slots (the first on a tie): its
+    standing (`_standing`) and that worker with its link; None when none has one. At most MAX_SCANNED workers are looked
+    at in all."""
+    best: tuple[tuple[int, int], tuple[WorkerRecord, ProcessorLink]] | None = None
     scanned = 0
-    for host in reversed(hosts):
+    for host in hosts:
+        readers = idle = 0
+        chosen: tuple[WorkerRecord, ProcessorLink] | None = None
         for worker in workers.get(host, {}).values():
-            if _idle_slot(worker) and worker.can_run(requirement):
-                link = worker.link_for()
-                if link is not None:
-                    return worker, link
             scanned += 1
+            readers += worker.readers
+            if _idle_slot(worker) and worker.can_run(requirement):
+                idle += worker.slots + worker.beside - len(worker.assigned)
+                if chosen is None:
+                    link = worker.link_for()
+                    chosen = None if link is None else (worker, link)
             if scanned >= MAX_SCANNED:
-                return None
-    return None
+                break
+        if chosen is not None and (best is None or (readers, -idle) < best[0]):
+            best = (readers, -idle), chosen
+        if scanned >= MAX_SCANNED:
+            break
+    return best
+
+
+def _standing(host: str, workers: dict[str, dict[PeerID, WorkerRecord]]) -> tuple[int, int]:
+    """How a host ranks for a reader, the lower the better: the tasks its workers hold placed by their inputs, and its
+    idle slots, negated (at most MAX_SCANNED workers looked at)."""
+    readers = idle = 0
+    for scanned, worker in enumerate(workers.get(host, {}).values()):
+        if scanned >= MAX_SCANNED:
+            break
+        readers += worker.readers
+        if _idle_slot(worker):
+            idle += worker.slots + worker.beside - len(worker.assigned)
+    return readers, -idle
 
 
 def _idle_slot(worker: WorkerRecord) -> bool:

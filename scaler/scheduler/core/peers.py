@@ -90,6 +90,8 @@ class WorkerRecord:
     beyond_slots: int = 0  #: processors it was asked to keep beyond its slots (ProcessorsWanted)
     #: tasks that hold no slot: parked on nested futures, or hosting an actor (`restage`)
     beside: int = 0
+    #: its tasks placed by their large inputs (object_hosts.py): a shuffle's readers spread over the hosts by them
+    readers: int = 0
     #: tasks its processors may hold beyond its capacity, staged behind the one each computes (`learn`, `restage`)
     staging: int = 0
     run_seconds: float | None = None  #: the moving average of its tasks' run times

@@ -432,7 +432,11 @@ class TaskLifecycle:
             worker.restage()  # nothing is staged behind an actor's start
         self._free.offer(worker)
         if traits.large_inputs or traits.graph_id:
-            self._object_hosts.placed(self._placement_inputs(record), worker.hostname)
+            inputs = self._placement_inputs(record)
+            if inputs:
+                self._object_hosts.placed(inputs, worker.hostname)
+                worker.readers += 1
+                record.reads_data = True
         graph = self._graphs.get(traits.graph_id) if traits.graph_id else None
         rerun = record.extras.rerun
         if rerun is not None:  # made again for its lost result: sent as kept (a graph node's inputs included)
@@ -608,6 +612,9 @@ class TaskLifecycle:
             worker = self._workers.get(record.worker)
             if worker is not None:
                 worker.assigned.discard(record.task_id)
+                if record.extras.reads_data:
+                    worker.readers -= 1
+                    record.reads_data = False
                 if worker.preemption_slots and self.preemption.released(
                     worker, record.task_id, self._tasks.queue.has_nested()
                 ):

@@ -56,7 +56,7 @@ class TaskTraits:
 class Extras:
     """What few tasks ever have."""
 
-    __slots__ = ("cancel_when_returned", "client_gone", "lost_workers", "outgrew_bytes", "rerun")
+    __slots__ = ("cancel_when_returned", "client_gone", "lost_workers", "outgrew_bytes", "reads_data", "rerun")
 
     def __init__(self) -> None:
         self.lost_workers: tuple[str, ...] = ()
@@ -66,6 +66,8 @@ class Extras:
         #: a task run again because its large result was lost before it was stored (unstored_results.py): the Task
         #: its worker is sent (its `result_id` the lost result's); its end is answered to nobody
         self.rerun: Task | None = None
+        #: it was placed by its large inputs and counts among its worker's `readers` (object_hosts.py) until released
+        self.reads_data = False
 
 
 _NONE = Extras()  #: read as the extras of a task that has none (never written)
@@ -155,6 +157,15 @@ class TaskRecord:
     @cancel_when_returned.setter
     def cancel_when_returned(self, asked: bool) -> None:
         self._made().cancel_when_returned = asked
+
+    @property
+    def reads_data(self) -> bool:
+        """It was placed by its large inputs: its worker counts it among its `readers` until it lets it go."""
+        return self.extras.reads_data
+
+    @reads_data.setter
+    def reads_data(self, reads: bool) -> None:
+        self._made().reads_data = reads
 
     def placed(self, worker: PeerID, link: PeerID, now: float) -> int:
         """Dispatched now to `worker` on `link` (one call on the path of every task, not four properties): its

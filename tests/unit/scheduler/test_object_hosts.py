@@ -125,3 +125,44 @@ def test_a_holding_host_whose_slots_all_compute_is_busy_though_it_has_room_to_st
     sim.submit(client, [data_task(client.peer, 2, X)])
     assert on_b.held == [tid(2)] and on_a.held == [tid(1)]
     sim.check_invariants()
+
+
+def test_readers_whose_inputs_are_spread_alike_over_the_hosts_spread_over_them() -> None:
+    """A shuffle's reducers: each names one input held on each of four hosts, so every host holds as many of its inputs
+    as any other. Hosts b, c and d still run a maker on one of their two slots when the reducers come; host a runs
+    nothing, and its worker joined first, so load alone offers it the first two. The best host whose workers hold the
+    fewest readers takes each: one on each host (checked with the tie-break off, `nearer` keeping the offered worker
+    on any best host: host a takes two, and host d none)."""
+    sim = SimulatedCluster()
+    names = ["a", "b", "c", "d"]
+    workers = [sim.add_worker(f"{name}0", capacity=2, slots=2, host=f"host-{name}") for name in names]
+    client = sim.add_client()
+    sim.submit(client, [task(client.peer, 100 + number) for number in range(4)])  # a maker on each host
+    sim.finish(workers[0])  # host a's ended
+    hosts = sim.core.state.object_hosts
+    inputs = [tuple(ObjectID(f"{name}{reader}".encode() * 8) for name in names) for reader in range(4)]
+    for reader_inputs in inputs:
+        for name, object_id in zip(names, reader_inputs, strict=True):
+            hosts.made(object_id, f"host-{name}")
+    sim.submit(client, [data_task(client.peer, reader, *inputs[reader]) for reader in range(4)])
+    readers = [[held for held in worker.held if held in {tid(reader) for reader in range(4)}] for worker in workers]
+    assert [len(each) for each in readers] == [1, 1, 1, 1], readers
+    assert hosts.near_data == 4 and hosts.away_from_data == 0
+    assert [record.readers for record in sim.core.state.workers.values()] == [1, 1, 1, 1]
+    for worker in workers:
+        while worker.held:
+            sim.finish(worker)
+    assert [record.readers for record in sim.core.state.workers.values()] == [0, 0, 0, 0]  # counted until released
+    sim.check_invariants()
+
+
+def test_of_the_hosts_holding_a_task_s_inputs_the_one_holding_the_most_takes_it() -> None:
+    sim, on_a, on_b = hosts_cluster()
+    client = sim.add_client()
+    hosts = sim.core.state.object_hosts
+    hosts.made(X, "host-a")
+    hosts.made(Y, "host-b")
+    hosts.made(ObjectID(b"z" * 16), "host-b")
+    sim.submit(client, [data_task(client.peer, 1, X, Y, ObjectID(b"z" * 16))])  # load alone: a0; b holds two
+    assert on_b[0].held + on_b[1].held == [tid(1)] and on_a[0].held == on_a[1].held == []
+    sim.check_invariants()
