@@ -70,15 +70,18 @@ CLOUD_POLL_SECONDS = 0.5
 
 def cloud_client(service: str) -> Any:
     """A boto3 client of `service` at the endpoint the environment names now (the session's fake cloud, or a module's
-    own), made once per endpoint: making a client reads the service's model, more CPU than the call it makes."""
-    return _client(service, os.environ.get("AWS_ENDPOINT_URL", ""))
+    own), with its keys, made once per endpoint and keys: making a client reads the service's model, more CPU than
+    the call it makes."""
+    return _client(service, os.environ.get("AWS_ENDPOINT_URL", ""), os.environ.get("AWS_ACCESS_KEY_ID", ""),
+                   os.environ.get("AWS_SECRET_ACCESS_KEY", ""))  # fmt: skip
 
 
 @functools.cache
-def _client(service: str, endpoint_url: str) -> Any:
+def _client(service: str, endpoint_url: str, key_id: str, secret: str) -> Any:
     import boto3
 
-    return boto3.client(service, region_name=REGION, endpoint_url=endpoint_url or None)
+    return boto3.client(service, region_name=REGION, endpoint_url=endpoint_url or None,
+                        aws_access_key_id=key_id or None, aws_secret_access_key=secret or None)  # fmt: skip
 
 
 def wait_for_cloud(predicate: Callable[[], T], what: str, timeout_seconds: float) -> T:
