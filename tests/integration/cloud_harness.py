@@ -24,9 +24,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psutil
 
@@ -37,6 +37,9 @@ from scaler.worker_manager.backend import LaunchSpec
 from scaler.worker_manager.orb_aws_ec2.backend import Ec2Backend
 from scaler_rehearsal.fake_cloud.cloud import FakeCloud, default_cache_directory
 from scaler_rehearsal.fake_cloud.images import Image
+from tests.integration.conftest import wait_for
+
+T = TypeVar("T")
 
 REGION = "us-east-1"
 CLOUD_ENVIRONMENT = {
@@ -59,6 +62,32 @@ SESSION_VARIABLES = {
     "SCALER_AWS_RAW_ECS_ENVIRONMENT": "requirements",
     "SCALER_ORB_AWS_EC2_ENVIRONMENT": "requirements",
 }
+#: How often a test looks at the cloud's resources while it waits for them to change. Each look is API calls that the
+#: fake cloud answers in this process (milliseconds of CPU each, the test's side and moto's): looked at every 0.05 s
+#: (`wait_for`'s default), a wait kept most of a core busy for its length.
+CLOUD_POLL_SECONDS = 0.5
+
+
+def cloud_client(service: str) -> Any:
+    """A boto3 client of `service` at the endpoint the environment names now (the session's fake cloud, or a module's
+    own), with its keys, made once per endpoint and keys: making a client reads the service's model, more CPU than
+    the call it makes."""
+    return _client(service, os.environ.get("AWS_ENDPOINT_URL", ""), os.environ.get("AWS_ACCESS_KEY_ID", ""),
+                   os.environ.get("AWS_SECRET_ACCESS_KEY", ""))  # fmt: skip
+
+
+@functools.cache
+def _client(service: str, endpoint_url: str, key_id: str, secret: str) -> Any:
+    import boto3
+
+    return boto3.client(service, region_name=REGION, endpoint_url=endpoint_url or None,
+                        aws_access_key_id=key_id or None, aws_secret_access_key=secret or None)  # fmt: skip
+
+
+def wait_for_cloud(predicate: Callable[[], T], what: str, timeout_seconds: float) -> T:
+    """`wait_for` a state of the cloud's resources (a predicate that calls its API), looked at every
+    CLOUD_POLL_SECONDS."""
+    return wait_for(predicate, what, timeout_seconds, CLOUD_POLL_SECONDS)
 
 
 @functools.cache

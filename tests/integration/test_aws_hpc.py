@@ -22,7 +22,7 @@ from scaler.config.sections import AWSHPCWorkerManagerConfig
 from scaler.errors import DeserializeObjectError, ProcessorDiedError, TaskTimeoutError
 from scaler.worker_manager.aws_hpc.job_runner import JOB_PARAMETERS
 from scaler.worker_manager.aws_hpc.provision import JOB_COMMAND, provision
-from tests.integration.cloud_harness import REGION
+from tests.integration.cloud_harness import REGION, cloud_client, wait_for_cloud
 from tests.integration.conftest import Addresses, Launcher, Service, kill_tree, probe_scheduler, wait_for
 from tests.integration.test_launcher import Stack, stack_file
 
@@ -41,13 +41,13 @@ def batch_settings(scheduler: str = "tcp://127.0.0.1:1", **overrides: Any) -> AW
 
 
 def jobs_in(*statuses: str, queue: str = QUEUE) -> list[dict[str, Any]]:
-    batch = boto3.client("batch", region_name=REGION)
+    batch = cloud_client("batch")
     return [job for status in statuses for job in batch.list_jobs(jobQueue=queue, jobStatus=status)["jobSummaryList"]]
 
 
 def running_child_jobs() -> list[str]:
     """Ids of the running jobs that run a task (array parents have no container of their own)."""
-    batch = boto3.client("batch", region_name=REGION)
+    batch = cloud_client("batch")
     ids = [job["jobId"] for job in jobs_in("RUNNING")]
     if not ids:
         return []
@@ -58,7 +58,7 @@ def running_child_jobs() -> list[str]:
 
 
 def task_objects(bucket: str = BUCKET) -> list[str]:
-    s3 = boto3.client("s3", region_name=REGION)
+    s3 = cloud_client("s3")
     return [item["Key"] for item in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
 
 
@@ -129,8 +129,8 @@ def batch_cloud(fake_cloud: Any) -> Any:
 
 
 def no_batch_leftovers() -> None:
-    wait_for(lambda: not jobs_in(*ACTIVE), "no Batch job to be left queued or running", 60)
-    wait_for(lambda: not task_objects(), "no task object to be left in the bucket", 30)
+    wait_for_cloud(lambda: not jobs_in(*ACTIVE), "no Batch job to be left queued or running", 60)
+    wait_for_cloud(lambda: not task_objects(), "no task object to be left in the bucket", 30)
 
 
 # ---------------------------------------------------------------- the example file
@@ -158,11 +158,11 @@ def test_the_example_file_runs_tasks_as_batch_jobs_and_leaves_nothing_behind(fak
                 futures[1].result()
             remote = str(raised.value.__cause__)  # the traceback as it was in the Batch job
             assert "Traceback" in remote and "fail_on_seven" in remote
-            wait_for(lambda: not jobs_in(*ACTIVE), "no Batch job to be left queued or running", 60)
-            wait_for(lambda: not task_objects("my-scaler-tasks"), "no task object to be left in the bucket", 30)
+            wait_for_cloud(lambda: not jobs_in(*ACTIVE), "no Batch job to be left queued or running", 60)
+            wait_for_cloud(lambda: not task_objects("my-scaler-tasks"), "no task object to be left in the bucket", 30)
             assert len(jobs_in("SUCCEEDED")) >= 1
             client.submit(sleep_then, 120, "interrupted")  # still running when the stack stops
-            wait_for(running_child_jobs, "the last job to run", 120)
+            wait_for_cloud(running_child_jobs, "the last job to run", 120)
             running.remember()
             running.popen.send_signal(signal.SIGTERM)  # the launcher's ordered shutdown
             assert running.popen.wait(timeout=90) == 0
@@ -272,7 +272,7 @@ def test_a_reclaimed_spot_host_runs_the_task_again(batch_cloud: Any, launcher: L
     marker = str(tmp_path / "started-once")
     with Client(address=addresses.scheduler, timeout_seconds=60) as client:
         future = client.submit(slow_the_first_time, marker)
-        (job_id,) = wait_for(lambda: os.path.exists(marker) and running_child_jobs(), "the job to run", 120)
+        (job_id,) = wait_for_cloud(lambda: os.path.exists(marker) and running_child_jobs(), "the job to run", 120)
         assert batch_cloud.reclaim_batch_job(job_id)
         assert future.result(timeout=120) == "second attempt"
     described = boto3.client("batch", region_name=REGION).describe_jobs(jobs=[job_id])["jobs"][0]
@@ -286,9 +286,9 @@ def test_cancel_and_timeout_terminate_the_remote_jobs(batch_cloud: Any, launcher
     start_manager(launcher, addresses, "--task-timeout-seconds", "8")
     with Client(address=addresses.scheduler, timeout_seconds=60) as client:
         cancelled = client.submit(sleep_then, 60, "never")
-        wait_for(running_child_jobs, "the job to run", 120)
+        wait_for_cloud(running_child_jobs, "the job to run", 120)
         assert cancelled.cancel()
-        wait_for(lambda: not jobs_in(*ACTIVE), "the cancelled job to be terminated", 60)
+        wait_for_cloud(lambda: not jobs_in(*ACTIVE), "the cancelled job to be terminated", 60)
         timed_out = client.submit(sleep_then, 60, "never")
         with pytest.raises(TaskTimeoutError):
             timed_out.result(timeout=120)
@@ -302,12 +302,12 @@ def test_a_killed_proxy_has_its_jobs_cancelled_and_its_task_runs_again(batch_clo
     start_manager(launcher, addresses)
     with Client(address=addresses.scheduler, timeout_seconds=60) as client:
         future = client.submit(sleep_then, 6, "done")
-        (first_job,) = wait_for(running_child_jobs, "the job to run", 120)
+        (first_job,) = wait_for_cloud(running_child_jobs, "the job to run", 120)
         (proxy,) = proxies()
         proxy.kill()
         assert future.result(timeout=180) == "done"
     batch = boto3.client("batch", region_name=REGION)
-    described = wait_for(
+    described = wait_for_cloud(
         lambda: [j for j in batch.describe_jobs(jobs=[first_job])["jobs"] if j["status"] == "FAILED"],
         "the dead proxy's job to be cancelled", 60,
     )  # fmt: skip
@@ -355,19 +355,19 @@ def test_a_job_whose_manager_is_gone_ends_itself_within_its_lease(batch_cloud: A
     batch = boto3.client("batch", region_name=REGION)
     with Client(address=addresses.scheduler, timeout_seconds=60) as client:
         client.submit(say_then_sleep, 600)
-        (job_id,) = wait_for(running_child_jobs, "the job to run", 120)
+        (job_id,) = wait_for_cloud(running_child_jobs, "the job to run", 120)
         log = batch_cloud.log_directory / "batch" / f"{job_id.replace(':', '-')}.log"
         wait_for(lambda: log.exists() and "the task runs" in log.read_text(), "the job to run its task", 120)
         kill_tree(manager.pid)
         for proxy in proxies():
             proxy.kill()
-        (ended,) = wait_for(
+        (ended,) = wait_for_cloud(
             lambda: [j for j in batch.describe_jobs(jobs=[job_id])["jobs"] if j["status"] in ("FAILED", "SUCCEEDED")],
             "the job to end itself", lease_seconds + 60,
         )  # fmt: skip
     assert ended["status"] == "FAILED", ended
     assert "stopping: its lease was last renewed" in job_log(ended), job_log(ended)
-    wait_for(lambda: not jobs_in(*ACTIVE), "no Batch job to be left queued or running", 60)
+    wait_for_cloud(lambda: not jobs_in(*ACTIVE), "no Batch job to be left queued or running", 60)
     # what the killed proxy left (its lease; no input: the task travelled in the job's parameters) the bucket's
     # lifecycle rule removes
     assert [key for key in task_objects() if "/leases/" not in key] == []

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import psutil
 import pytest
 
@@ -23,7 +22,7 @@ from scaler import Client
 from scaler.protocol import messages as m
 from scaler.security.connection_files import discovered_connection
 from scaler.worker_manager.backend import unit_id_of_worker
-from tests.integration.cloud_harness import REGION, cloud_unit_processes
+from tests.integration.cloud_harness import cloud_client, cloud_unit_processes, wait_for_cloud
 from tests.integration.conftest import (
     Addresses,
     Launcher,
@@ -45,7 +44,7 @@ ECS_FLAGS = ("--ecs-subnets", "default", "--ecs-task-cpu", "1", "--ecs-task-memo
 
 
 def ecs_tasks(manager_id: str, desired: str = "RUNNING") -> list[dict[str, Any]]:
-    ecs = boto3.client("ecs", region_name=REGION)
+    ecs = cloud_client("ecs")
     try:
         arns = ecs.list_tasks(cluster="scaler-cluster", startedBy=manager_id, desiredStatus=desired)["taskArns"]
     except ecs.exceptions.ClusterNotFoundException:
@@ -54,7 +53,7 @@ def ecs_tasks(manager_id: str, desired: str = "RUNNING") -> list[dict[str, Any]]
 
 
 def ec2_instances(manager_id: str) -> list[dict[str, Any]]:
-    ec2 = boto3.client("ec2", region_name=REGION)
+    ec2 = cloud_client("ec2")
     filters = [{"Name": "tag:scaler-manager-id", "Values": [manager_id]}]
     return [i for r in ec2.describe_instances(Filters=filters)["Reservations"] for i in r["Instances"]]
 
@@ -119,7 +118,7 @@ def test_the_example_file_bursts_from_zero_units_and_returns_to_zero(
     assert results == [x * x for x in range(100)]
     assert units_ever(kind, manager_id) >= 1
 
-    wait_for(lambda: live_units(kind, manager_id) == 0, "every unit to be stopped after the work", 90)
+    wait_for_cloud(lambda: live_units(kind, manager_id) == 0, "every unit to be stopped after the work", 90)
     with monitor(addresses.monitor) as next_snapshot:
         next_snapshot(lambda snapshot: not workers_of(snapshot, manager_id), 60)
     wait_for(lambda: not unit_processes_of_manager(kind, manager_id), "the units' processes to exit", 30)
@@ -176,7 +175,7 @@ def test_a_restarted_manager_adopts_its_units_instead_of_launching_more(fake_clo
     first = start_ecs_manager(launcher, addresses, manager_id, "-mtc", "2")
     with Client(address=addresses.scheduler, timeout_seconds=120) as client:
         futures = [client.submit(slow_identity, x) for x in range(12)]
-        wait_for(lambda: live_units("ecs", manager_id) == 2, "2 ECS tasks", 60)
+        wait_for_cloud(lambda: live_units("ecs", manager_id) == 2, "2 ECS tasks", 60)
         with monitor(addresses.monitor) as next_snapshot:
             next_snapshot(lambda snapshot: len(workers_of(snapshot, manager_id)) == 2, 60)
         os.kill(first.pid, signal.SIGKILL)  # no chance to stop its units
@@ -192,7 +191,7 @@ def test_a_restarted_manager_adopts_its_units_instead_of_launching_more(fake_clo
 
     second.popen.send_signal(signal.SIGTERM)  # a manager that stops stops its units
     assert second.wait_exit(60) == 0
-    wait_for(lambda: live_units("ecs", manager_id) == 0, "the units the manager stopped to be gone", 30)
+    wait_for_cloud(lambda: live_units("ecs", manager_id) == 0, "the units the manager stopped to be gone", 30)
 
 
 def test_a_unit_whose_worker_is_killed_is_replaced_and_its_tasks_run_again(fake_cloud: Any, launcher: Launcher) -> None:
@@ -203,7 +202,7 @@ def test_a_unit_whose_worker_is_killed_is_replaced_and_its_tasks_run_again(fake_
     start_ecs_manager(launcher, addresses, manager_id, "-mtc", "2")
     with Client(address=addresses.scheduler, timeout_seconds=120) as client:
         futures = [client.submit(slow_identity, x) for x in range(16)]
-        wait_for(lambda: live_units("ecs", manager_id) == 2, "2 ECS tasks", 60)
+        wait_for_cloud(lambda: live_units("ecs", manager_id) == 2, "2 ECS tasks", 60)
         with monitor(addresses.monitor) as next_snapshot:
             snapshot = next_snapshot(lambda snapshot: len(workers_of(snapshot, manager_id)) == 2, 60)
         victim_unit = unit_id_of_worker(workers_of(snapshot, manager_id)[0].worker_id.decode())

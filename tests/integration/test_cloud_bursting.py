@@ -47,7 +47,7 @@ from scaler.security.connection_files import discovered_connection
 from scaler.worker_manager.ship.distributions import DISTRIBUTION_NAME, this_build
 from scaler.worker_manager.ship.wheels import wheel_of
 from scaler_rehearsal.process_groups import signal_group
-from tests.integration.cloud_harness import CLOUD_ENVIRONMENT, SESSION_VARIABLES
+from tests.integration.cloud_harness import CLOUD_ENVIRONMENT, SESSION_VARIABLES, wait_for_cloud
 from tests.integration.conftest import BIN_DIR, CLOUD_START_SECONDS, free_addresses, wait_for
 from tests.integration.fresh_install import venv_with_pip
 from tests.integration.test_cloud_burst import live_units
@@ -255,4 +255,4 @@ def test_a_laptop_maps_its_own_module_on_the_cloud_and_its_death_leaves_nothing_
 
     stack.kill()
     # the lease: the hub ends when no manager has been connected for the lease, its workers a little after
-    wait_for(lambda: cloud_units(kind, manager_id) == 0, "every unit to end itself", LEASE_SECONDS + 60)
+    wait_for_cloud(lambda: cloud_units(kind, manager_id) == 0, "every unit to end itself", LEASE_SECONDS + 60)

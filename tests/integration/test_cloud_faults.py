@@ -16,8 +16,15 @@ import pytest
 from scaler import Client
 from scaler.io.address import free_tcp_port_block
 from scaler.protocol import messages as m
-from tests.integration.cloud_harness import CLOUD_ENVIRONMENT, SESSION_VARIABLES
-from tests.integration.conftest import CLOUD_START_SECONDS, Addresses, Launcher, Service, monitor, wait_for
+from tests.integration.cloud_harness import CLOUD_ENVIRONMENT, SESSION_VARIABLES, wait_for_cloud
+from tests.integration.conftest import (
+    CLOUD_START_SECONDS,
+    DEADLINE_SECONDS,
+    Addresses,
+    Launcher,
+    Service,
+    monitor,
+)
 from tests.integration.manager_harness import manager_of
 from tests.integration.test_cloud_burst import ECS_FLAGS, ec2_instances, ecs_tasks, live_units, slow_identity
 
@@ -135,9 +142,8 @@ def test_an_instance_that_never_finishes_booting_is_replaced_with_back_off(
                             "--boot-timeout-seconds", "2")  # fmt: skip
     manager.wait_for_log("still booting after")
     manager.wait_for_log("(--boot-timeout-seconds 2): terminating it")
-    wait_for(
-        lambda: any(i["State"]["Name"] == "terminated" for i in ec2_instances("slow-boot")), "the stuck instance gone"
-    )
+    wait_for_cloud(lambda: any(i["State"]["Name"] == "terminated" for i in ec2_instances("slow-boot")),
+                   "the stuck instance gone", DEADLINE_SECONDS)  # fmt: skip
     manager.wait_for_log("failure(s) in a row: next launch")
     stays_registered(queued_work, "slow-boot")
     assert manager.is_running()

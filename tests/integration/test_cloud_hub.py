@@ -29,6 +29,7 @@ from scaler.io.address import free_tcp_port_block
 from scaler.protocol import messages as m
 from scaler.security.connection_files import discovered_connection
 from scaler_rehearsal.process_groups import signal_group
+from tests.integration.cloud_harness import wait_for_cloud
 from tests.integration.conftest import BIN_DIR, free_addresses, monitor, wait_for
 from tests.integration.manager_harness import workers_of
 from tests.integration.test_cloud_burst import live_units, slow_identity, units_ever
@@ -100,11 +101,12 @@ def long_lease_hub_stack(fake_cloud: Any, tmp_path: Path) -> Iterator[HubStack]:
 
 
 def _stack_taken_down(stack: HubStack) -> Iterator[HubStack]:
+    """The laptop side killed after the test; what it left in the cloud goes with the `fake_cloud` fixture's reset,
+    which stops every unit (a `scaler FILE --down` here cost a launcher's start and its waits, and did the same)."""
     try:
         yield stack
     finally:
         stack.kill()
-        subprocess.run([str(BIN_DIR / "scaler"), str(stack.path), "--down"], capture_output=True, timeout=120)
 
 
 def all_units() -> int:
@@ -125,7 +127,7 @@ def test_a_short_cut_mid_map_lets_the_map_finish_and_a_long_one_ends_every_unit(
     forwarder = hub_stack.forwarder()
     forwarder.suspend()  # a cut longer than the lease: nothing is billed beyond it
     try:
-        wait_for(lambda: all_units() == 0, "every unit to end itself", LEASE_SECONDS + 60)
+        wait_for_cloud(lambda: all_units() == 0, "every unit to end itself", LEASE_SECONDS + 60)
     finally:
         with contextlib.suppress(psutil.Error):  # the launcher may have stopped it already
             forwarder.resume()
@@ -180,7 +182,7 @@ def test_an_idle_stack_stops_by_itself_with_its_units(fake_cloud: Any, tmp_path:
             assert client.submit(slow_identity, 1).result() == 1
         assert stack.popen.wait(120) == 0
         assert "stopping the stack: no task queued or running for 8 s (idle_shutdown_seconds)" in stack.log()
-        wait_for(lambda: all_units() == 0, "the stack's units to be gone", 60)
+        wait_for_cloud(lambda: all_units() == 0, "the stack's units to be gone", 60)
     finally:
         stack.kill()
 
@@ -203,8 +205,7 @@ def test_a_client_and_a_monitor_reader_started_while_the_hub_boots_wait_for_it_t
                 assert client.submit(slow_identity, 5).result(timeout=120) == 5
             assert next_snapshot(None, 60).feed_version == m.FEED_VERSION
     finally:
-        stack.kill()
-        subprocess.run([str(BIN_DIR / "scaler"), str(stack.path), "--down"], capture_output=True, timeout=120)
+        stack.kill()  # the hub and its units go with the fake cloud's reset
 
 
 def accepts(address: str) -> bool:

@@ -31,7 +31,7 @@ from scaler.worker_manager.orb_aws_ec2.backend import Ec2Backend
 from scaler.worker_manager.ship.distributions import DISTRIBUTION_NAME, this_python
 from scaler.worker_manager.ship.environment import UnitEnvironment
 from scaler.worker_manager.ship.unit_target import UnitTarget
-from tests.integration.cloud_harness import REGION, ec2_config, ecs_config
+from tests.integration.cloud_harness import REGION, ec2_config, ecs_config, wait_for_cloud
 from tests.integration.conftest import Launcher, Service, monitor, wait_for
 from tests.integration.manager_harness import workers_of
 from tests.integration.test_cloud_burst import ECS_FLAGS, ecs_tasks, live_units, slow_identity
@@ -115,8 +115,8 @@ def test_the_managers_bucket_deleted_mid_burst_is_made_again_and_the_next_unit_b
     manager = start_ecs(launcher, addresses.scheduler, "bucketless", *LEAN, "-mtc", "2")
     with Client(address=addresses.scheduler, timeout_seconds=120) as client:
         first = client.submit(slow_identity, 1)
-        wait_for(lambda: live_units("ecs", "bucketless") == 1, "the first unit", 60)
-        wait_for(_bucket_deleted, "the bucket to be deleted (a unit may write its report meanwhile)", 30)
+        wait_for_cloud(lambda: live_units("ecs", "bucketless") == 1, "the first unit", 60)
+        wait_for_cloud(_bucket_deleted, "the bucket to be deleted (a unit may write its report meanwhile)", 30)
         futures = [client.submit(slow_identity, x) for x in range(6)]
         with monitor(addresses.monitor) as next_snapshot:
             next_snapshot(lambda snapshot: len(workers_of(snapshot, "bucketless")) == 2, 120)

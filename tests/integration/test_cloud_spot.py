@@ -13,13 +13,12 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-import boto3
 import pytest
 
 from scaler import Client
 from scaler.worker_manager.backend import unit_id_of_worker
 from scaler_rehearsal.fake_cloud.faults import ROUTE
-from tests.integration.cloud_harness import REGION, cloud_unit_processes
+from tests.integration.cloud_harness import cloud_client, cloud_unit_processes, wait_for_cloud
 from tests.integration.conftest import COLD_START_SECONDS, Launcher, monitor, wait_for
 from tests.integration.manager_harness import workers_of
 from tests.integration.test_cloud_burst import (
@@ -58,7 +57,7 @@ def test_the_fault_route_names_what_it_did_and_what_it_could_not_find(fake_cloud
 
 
 def test_only_a_running_ec2_spot_instance_can_be_interrupted_and_only_once(fake_cloud: Any) -> None:
-    ec2 = boto3.client("ec2", region_name=REGION)
+    ec2 = cloud_client("ec2")
     keep_running = "#!/bin/sh\nexec sleep 600\n"
     launch = dict(ImageId="ami-12c6146b", MinCount=1, MaxCount=1, InstanceType="t2.micro", UserData=keep_running)
     on_demand = ec2.run_instances(**launch)["Instances"][0]["InstanceId"]
@@ -84,7 +83,7 @@ def test_only_a_running_ec2_spot_instance_can_be_interrupted_and_only_once(fake_
     ec2.terminate_instances(InstanceIds=[ended])
     # the cloud's runner boots the instances launched before it one at a time (each one's dnf and folders): on a
     # loaded machine that took over 30 s once, before it came to this one
-    wait_for(lambda: _instance(ec2, ended)["State"]["Name"] == "terminated", f"{ended} to be terminated",
+    wait_for_cloud(lambda: _instance(ec2, ended)["State"]["Name"] == "terminated", f"{ended} to be terminated",
              COLD_START_SECONDS)  # fmt: skip
     status, text = inject(fake_cloud.endpoint_url, ended)
     assert status == 409 and f"EC2 instance {ended} is terminated" in text, text
@@ -106,12 +105,12 @@ def test_a_spot_interruption_is_replaced_at_once_and_its_tasks_finish_without_sp
     manager = start_ecs_manager(launcher, addresses, manager_id, "-mtc", "2", "--ecs-capacity-provider", "FARGATE_SPOT")
     with Client(address=addresses.scheduler, timeout_seconds=120) as client:
         futures = [client.submit(slow_identity, x) for x in range(16)]
-        wait_for(lambda: live_units("ecs", manager_id) == 2, "2 ECS tasks", 60)
+        wait_for_cloud(lambda: live_units("ecs", manager_id) == 2, "2 ECS tasks", 60)
         assert all(task.get("capacityProviderName") == "FARGATE_SPOT" for task in ecs_tasks(manager_id))
         with monitor(addresses.monitor) as next_snapshot:
             snapshot = next_snapshot(lambda snapshot: len(workers_of(snapshot, manager_id)) == 2, 60)
         victim = unit_id_of_worker(workers_of(snapshot, manager_id)[0].worker_id.decode())
-        ecs = boto3.client("ecs", region_name="us-east-1")
+        ecs = cloud_client("ecs")
         arns = [task["taskArn"] for task in ecs_tasks(manager_id)]
         tagged = ecs.describe_tasks(cluster="scaler-cluster", tasks=arns, include=["TAGS"])["tasks"]
         (task,) = [task for task in tagged if any(tag["value"] == victim for tag in task.get("tags", []))]
@@ -149,7 +148,7 @@ def test_an_ec2_spot_interruption_is_drained_and_replaced_before_the_instance_go
                             "--market-type", "spot")  # fmt: skip
     with Client(address=addresses.scheduler, timeout_seconds=120) as client:
         futures = [client.submit(slow_identity, x) for x in range(16)]
-        wait_for(lambda: live_units("ec2", manager_id) == 2, "2 EC2 instances", 60)
+        wait_for_cloud(lambda: live_units("ec2", manager_id) == 2, "2 EC2 instances", 60)
         assert all(instance.get("InstanceLifecycle") == "spot" for instance in ec2_instances(manager_id))
         with monitor(addresses.monitor) as next_snapshot:
             snapshot = next_snapshot(lambda snapshot: len(workers_of(snapshot, manager_id)) == 2, 60)
@@ -161,10 +160,10 @@ def test_an_ec2_spot_interruption_is_drained_and_replaced_before_the_instance_go
 
         assert [future.result() for future in futures] == list(range(16)), "every task finished, none failed"
     manager.wait_for_log(f"unit {victim} is reclaimed by its provider in", 60)
-    wait_for(lambda: units_ever("ec2", manager_id) >= 3, "the interrupted instance to be replaced", 60)
+    wait_for_cloud(lambda: units_ever("ec2", manager_id) >= 3, "the interrupted instance to be replaced", 60)
 
-    ec2 = boto3.client("ec2", region_name=REGION)
-    gone = wait_for(
+    ec2 = cloud_client("ec2")
+    gone = wait_for_cloud(
         lambda: (found := _instance(ec2, instance_id))["State"]["Name"] == "terminated" and found,
         f"EC2 to terminate {instance_id} at the end of its notice",
         EC2_NOTICE_SECONDS + 60,

@@ -25,7 +25,7 @@ from typing import Any
 
 import psutil
 
-from scaler_rehearsal.fake_cloud import moto_costs, moto_requests
+from scaler_rehearsal.fake_cloud import moto_costs, moto_dispatch, moto_requests
 from scaler_rehearsal.fake_cloud.batch import BatchContainers, install, settle_array_parents
 from scaler_rehearsal.fake_cloud.ec2_instances import Ec2Runner
 from scaler_rehearsal.fake_cloud.ecs_tasks import EcsRunner
@@ -95,7 +95,7 @@ class FakeCloud:
         #: terminates an instance goes through the patched API)
         self._lock = threading.RLock()
         self._unpatch: list[tuple[type, str, object]] = []
-        self._undo_moto: list[Callable[[], None]] = []  #: what undoes the patches of moto_costs and moto_requests
+        self._undo_moto: list[Callable[[], None]] = []  #: what undoes the moto_* patches
         self._thread = threading.Thread(target=self._run, name="fake-cloud-runners", daemon=True)
         self._servers: list[Any] = []
         self._http_threads: list[threading.Thread] = []
@@ -111,7 +111,7 @@ class FakeCloud:
         from werkzeug.serving import make_server
 
         self._ecs.settings.sandbox.prepare()
-        self._undo_moto = [moto_costs.install(), moto_requests.install()]
+        self._undo_moto = [moto_costs.install(), moto_requests.install(), moto_dispatch.install()]
         if self._ecs.settings.container_engine is not None:
             from scaler_rehearsal.fake_cloud.containers import remove_leftover_containers
 
