@@ -11,8 +11,10 @@ launcher's own listeners), and tells the launcher which, and at what address it 
 report.
 
 Its lease: the hub ends once no worker manager has been connected to its scheduler for `lease_seconds`, the
-managers being the laptop's side (a laptop that sleeps, loses its network or is killed leaves no manager). Its
-scheduler's end closes the workers' connections, and the workers' units end in turn (their own lease).
+managers being the laptop's side (a laptop that sleeps, loses its network or is killed leaves no manager). Until the
+first manager came, it waits at least FIRST_MANAGER_SECONDS: the laptop starts its managers only once the hub reported
+ready, and a busy laptop may take longer than a short lease to start one (`lease_over`). Its scheduler's end closes
+the workers' connections, and the workers' units end in turn (their own lease).
 """
 
 from __future__ import annotations
@@ -105,22 +107,33 @@ def _start_servers(
     return children
 
 
+#: The least a hub waits for its first worker manager, whatever its lease (the laptop starts its managers once the
+#: hub reported ready: a Python process that imports boto3 and dials in through the launcher's forwarder).
+FIRST_MANAGER_SECONDS = 120.0
+
+
+def lease_over(silent_seconds: float, lease_seconds: float, manager_seen: bool) -> bool:
+    """Whether the hub's lease is over, no manager connected for `silent_seconds` (since the hub was ready, when none
+    came yet: then it waits FIRST_MANAGER_SECONDS at least)."""
+    return silent_seconds > (lease_seconds if manager_seen else max(lease_seconds, FIRST_MANAGER_SECONDS))
+
+
 def _keep(
     lease_seconds: float, monitor_port: int, probe: CurveSecurity, children: list[Any], stopping: list[str]
 ) -> int:
     """Watch the scheduler's feed until the lease ends (no manager for `lease_seconds`), a child dies, or a signal."""
     reader = FeedReader(f"tcp://127.0.0.1:{monitor_port}", topics=(STATUS_TOPIC,), security=probe)
-    last_manager = time.monotonic()
+    last_manager, manager_seen = time.monotonic(), False
     try:
         while not stopping:
             message = reader.receive(1.0)
             now = time.monotonic()
             if isinstance(message, m.StatusSnapshot) and message.managers:
-                last_manager = now
-            if now - last_manager > lease_seconds:
+                last_manager, manager_seen = now, True
+            if lease_over(now - last_manager, lease_seconds, manager_seen):
                 logger.warning(
                     "no worker manager has been connected for %g s (the laptop is gone, asleep or cut off): the "
-                    "hub's lease is over, it stops", lease_seconds,
+                    "hub's lease is over, it stops", round(now - last_manager),
                 )  # fmt: skip
                 return 0
             for child in children:
