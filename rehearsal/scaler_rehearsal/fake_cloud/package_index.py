@@ -10,6 +10,12 @@ the header, which would make every install ask PyPI again). Files never change: 
 it into the cache folder (`index-files/`, shared by clouds and kept between runs), and every request is served from
 there. The installers cache files too, but by URL, and a cloud's URL has its port: each new cloud had every file
 fetched from PyPI again (TLS downloads in the cloud's process, a tenth of its CPU in the test suite).
+
+Units booting together ask for the same pages at once (the four ECS tasks of a burst, each uv resolving dozens of
+requirements in parallel): one request per page goes to PyPI, the others wait for its answer, and at most
+UPSTREAM_REQUESTS go at a time. Otherwise each page is fetched once per unit, all at once, each request resolving
+PyPI's name: a resolver that drops some of many lookups made together (glibc asks again after 5 s) then holds a
+burst's installs for 5 or 10 s.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ PAGE_SECONDS = 600.0
 _PROJECT = re.compile(r"^[A-Za-z0-9._-]+$")
 #: A file's path on PyPI's file host (`packages/ab/cd/<hash>/name-1.0-py3-none-any.whl`).
 _FILE = re.compile(r"^[A-Za-z0-9._/+-]+$")
+#: At most this many requests to PyPI at a time, from all the units of a cloud.
+UPSTREAM_REQUESTS = 4
 _TIMEOUT_SECONDS = 60.0
 _CHUNK = 1 << 16
 
@@ -47,7 +55,10 @@ class PackageIndex:
         self._index = upstream_index.rstrip("/")
         self._files = upstream_files.rstrip("/")
         self._pages: dict[tuple[str, str], tuple[float, str, bytes]] = {}  #: (project, accept) -> (at, type, body)
+        #: (project, accept) -> held while that page is fetched: whoever asks for it meanwhile waits for its answer
+        self._fetching: dict[tuple[str, str], threading.Lock] = {}
         self._lock = threading.Lock()
+        self._upstream = threading.BoundedSemaphore(UPSTREAM_REQUESTS)
         self._cache = Path(cache or tempfile.mkdtemp(prefix="scaler-fake-cloud-index-")) / "index-files"
         self._tls = ssl.create_default_context()  #: one for every request (loading the CA store is costly)
 
@@ -71,17 +82,21 @@ class PackageIndex:
         accept = environ.get("HTTP_ACCEPT", "text/html")
         key = (project.lower(), accept)
         with self._lock:
-            cached = self._pages.get(key)
-        if cached is None or time.monotonic() - cached[0] > PAGE_SECONDS:
-            try:
-                content_type, body = self._fetch_page(project, accept)
-            except urllib.error.HTTPError as error:
-                return _answer(start_response, f"{error.code} {error.reason}", f"the package index: {error}\n")
-            except OSError as error:
-                return _answer(start_response, "502 Bad Gateway", f"the package index cannot be reached: {error}\n")
-            cached = (time.monotonic(), content_type, body)
+            fetching = self._fetching.setdefault(key, threading.Lock())
+        with fetching:
             with self._lock:
-                self._pages[key] = cached
+                cached = self._pages.get(key)
+            if cached is None or time.monotonic() - cached[0] > PAGE_SECONDS:
+                try:
+                    content_type, body = self._fetch_page(project, accept)
+                except urllib.error.HTTPError as error:
+                    return _answer(start_response, f"{error.code} {error.reason}", f"the package index: {error}\n")
+                except OSError as error:
+                    return _answer(start_response, "502 Bad Gateway",
+                                   f"the package index cannot be reached: {error}\n")  # fmt: skip
+                cached = (time.monotonic(), content_type, body)
+                with self._lock:
+                    self._pages[key] = cached
         _at, content_type, body = cached
         start_response("200 OK", [("Content-Type", content_type), ("Content-Length", str(len(body))),
                                   ("Cache-Control", f"max-age={int(PAGE_SECONDS)}, public")])  # fmt: skip
@@ -89,7 +104,7 @@ class PackageIndex:
 
     def _fetch_page(self, project: str, accept: str) -> tuple[str, bytes]:
         request = urllib.request.Request(f"{self._index}/{project}/", headers={"Accept": accept})
-        with urllib.request.urlopen(request, timeout=_TIMEOUT_SECONDS, context=self._tls) as response:
+        with self._upstream, urllib.request.urlopen(request, timeout=_TIMEOUT_SECONDS, context=self._tls) as response:
             content_type = response.headers.get("Content-Type", "text/html")
             body: bytes = response.read()
         # from /scaler-fake-cloud/pypi/simple/<project>/, ../../files/ is /scaler-fake-cloud/pypi/files/
@@ -112,7 +127,8 @@ class PackageIndex:
     def _download(self, path: str, cached: Path) -> None:
         """The file from PyPI into the cache (under a name of its own until it is whole: clouds share the cache)."""
         cached.parent.mkdir(parents=True, exist_ok=True)
-        with urllib.request.urlopen(f"{self._files}/{path}", timeout=_TIMEOUT_SECONDS, context=self._tls) as response:
+        with self._upstream, urllib.request.urlopen(f"{self._files}/{path}", timeout=_TIMEOUT_SECONDS,
+                                                    context=self._tls) as response:  # fmt: skip
             handle, partial = tempfile.mkstemp(dir=cached.parent, prefix=".partial-")
             try:
                 with os.fdopen(handle, "wb") as file:
