@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +167,27 @@ def test_user_data_runs_on_python_3_9_and_dnf_installs_another(fake_cloud: Any) 
     assert "No match for argument: python3.10" in log and "dnf refused: 1" in log  # AL2023 offers no 3.10
     assert f"(python {UNIT_PYTHON})" in log, log
     assert "no uv" in log, log
+
+
+def test_a_units_pip_installs_without_compiling(fake_cloud: Any, tmp_path: Path) -> None:
+    """The units' pip installs without byte-compiling what it installs (seconds of a boot that installs with pip);
+    checked off: spelled PIP_NO_COMPILE=1, which pip reads as "compile", the installed module had its bytecode."""
+    wheel = tmp_path / "tiny-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("tiny/__init__.py", "VALUE = 1\n")
+        archive.writestr("tiny-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: tiny\nVersion: 1.0\n")
+        archive.writestr("tiny-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        archive.writestr("tiny-1.0.dist-info/RECORD", "")
+    fake_cloud.set_ami_has_uv(False)
+    script = "\n".join([
+        "#!/bin/sh", f"dnf install -y python{UNIT_PYTHON} python{UNIT_PYTHON}-pip",
+        f'python{UNIT_PYTHON} -m pip install --quiet --no-index --no-deps --target "$TMPDIR/installed" {wheel}',
+        'echo "installed: $(ls "$TMPDIR/installed/tiny")"',
+        'echo "bytecode files: $(find "$TMPDIR/installed" -name "*.pyc" | wc -l)"',
+    ])  # fmt: skip
+    log = boot_instance(fake_cloud, script)
+    assert "installed: __init__.py" in log, log
+    assert "bytecode files: 0\n" in log, log
 
 
 def test_an_ami_baked_with_uv_has_it_on_the_path(fake_cloud: Any) -> None:
