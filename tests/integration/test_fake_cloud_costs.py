@@ -2,13 +2,14 @@
 and that it answers the same: a reset empties the cloud without rebuilding what it drops, AWS's managed policies are
 there, and the package index serves a file it has fetched once from its cache folder, to any later cloud, without PyPI.
 
-Units that boot together ask the index for the same pages at once: one request per page goes to PyPI, and at most
-UPSTREAM_REQUESTS at a time.
+Units that boot together ask the index for the same pages at once: one request per page goes to PyPI, at most
+UPSTREAM_REQUESTS at a time, on connections kept open.
 
 Checked with the mechanisms off: with moto's own reset, the reset rebuilds every IAM backend (six here) before
 dropping them; without the file cache, the second cloud's request fails once the upstream is gone (502); without
 the one fetch per page, PyPI gets the page from each of the askers (5); without the bound, ten pages asked at once
-are ten requests to PyPI at once.
+are ten requests to PyPI at once; with a connection per request (urlopen's), three pages asked one after another
+come on three connections.
 """
 
 from __future__ import annotations
@@ -64,13 +65,16 @@ def upstream() -> Iterator[tuple[str, http.server.ThreadingHTTPServer]]:
 
 
 class HeldPages(http.server.BaseHTTPRequestHandler):
-    """PyPI's simple API, whose answers wait until the test lets them go; it counts what it is asked."""
+    """PyPI's simple API, whose answers wait until the test lets them go; it counts what it is asked, and on how
+    many connections (HTTP/1.1: a client may keep one open)."""
 
+    protocol_version = "HTTP/1.1"
     server: HeldServer
 
     def do_GET(self) -> None:
         with self.server.counted:
             self.server.asked.append(self.path)
+            self.server.connections.add(self.client_address)
             self.server.in_flight += 1
             self.server.most_in_flight = max(self.server.most_in_flight, self.server.in_flight)
         self.server.answer.wait()
@@ -93,6 +97,7 @@ class HeldServer(http.server.ThreadingHTTPServer):
         self.counted = threading.Lock()
         self.answer = threading.Event()
         self.asked: list[str] = []
+        self.connections: set[tuple[str, int]] = set()
         self.in_flight = 0
         self.most_in_flight = 0
 
@@ -109,6 +114,18 @@ def held_pages() -> Iterator[tuple[str, HeldServer]]:
         server.shutdown()
         server.server_close()
         thread.join(10)
+
+
+@pytest.fixture
+def held_index(held_pages: tuple[str, HeldServer]) -> Iterator[tuple[PackageIndex, HeldServer]]:
+    """An index whose upstream is `held_pages`; its connections closed at the end."""
+    url, server = held_pages
+    index = PackageIndex(f"{url}/simple", url)
+    try:
+        yield index, server
+    finally:
+        server.answer.set()
+        index.close()
 
 
 def waiting_in(thread: threading.Thread, function: str, before: str) -> bool:
@@ -131,9 +148,8 @@ def ask_at_once(index: PackageIndex, pages: list[str]) -> tuple[list[threading.T
 
 
 @pytest.mark.timeout(60)
-def test_askers_of_one_page_at_once_get_one_request_to_pypi(held_pages: tuple[str, HeldServer]) -> None:
-    url, server = held_pages
-    index = PackageIndex(f"{url}/simple", url)
+def test_askers_of_one_page_at_once_get_one_request_to_pypi(held_index: tuple[PackageIndex, HeldServer]) -> None:
+    index, server = held_index
     threads, answers = ask_at_once(index, ["tiny"] * 5)
 
     # each asker either waits for the page another one fetches, or has asked PyPI too (the test's failure)
@@ -150,15 +166,14 @@ def test_askers_of_one_page_at_once_get_one_request_to_pypi(held_pages: tuple[st
 
 
 @pytest.mark.timeout(60)
-def test_pypi_gets_a_few_requests_at_a_time(held_pages: tuple[str, HeldServer]) -> None:
-    url, server = held_pages
-    index = PackageIndex(f"{url}/simple", url)
+def test_pypi_gets_a_few_requests_at_a_time(held_index: tuple[PackageIndex, HeldServer]) -> None:
+    index, server = held_index
     pages = [f"project-{number}" for number in range(10)]
     threads, answers = ask_at_once(index, pages)
 
     # the others wait for their turn before opening a connection, or have opened one too (the test's failure)
     def waiting() -> int:
-        return sum(waiting_in(thread, "_fetch_page", before="urlopen") for thread in threads)
+        return sum(waiting_in(thread, "_fetch_page", before="_ask") for thread in threads)
 
     wait_for(lambda: server.in_flight > UPSTREAM_REQUESTS or (
         server.in_flight == UPSTREAM_REQUESTS and waiting() == len(pages) - UPSTREAM_REQUESTS
@@ -168,6 +183,18 @@ def test_pypi_gets_a_few_requests_at_a_time(held_pages: tuple[str, HeldServer]) 
         thread.join(30)
     assert server.most_in_flight == UPSTREAM_REQUESTS
     assert sorted(answers) == sorted(("200 OK", f"<html>/simple/{page}/</html>".encode()) for page in pages)
+
+
+@pytest.mark.timeout(60)
+def test_pages_one_after_another_come_on_one_connection(held_index: tuple[PackageIndex, HeldServer]) -> None:
+    index, server = held_index
+    server.answer.set()
+    for number in range(3):
+        assert get(index, f"/simple/project-{number}/") == (
+            "200 OK",
+            f"<html>/simple/project-{number}/</html>".encode(),
+        )
+    assert len(server.asked) == 3 and len(server.connections) == 1, server.connections
 
 
 def get(index: PackageIndex, path: str) -> tuple[str, bytes]:
