@@ -147,8 +147,10 @@ class CloudHub:
                 raise RuntimeError(f"interrupted while the hub {unit_id} was starting")
             listed = {unit.unit_id: unit for unit in await self._backend.list_units()}
             unit = listed.get(unit_id)
-            # prune=False: the listing above read the other units' reports (a failed hub of an earlier start)
-            report = (await self._backend.shipment.reports([unit_id], time.time(), prune=False)).get(unit_id, {})
+            # prune=False: the listing above read the other units' reports (a failed hub of an earlier start); read
+            # at each poll, the hub's ports are known within POLL_SECONDS of its report, not the listing's period
+            report = (await self._backend.shipment.reports([unit_id], time.time(), prune=False,
+                                                           period_seconds=0.0)).get(unit_id, {})  # fmt: skip
             if unit is not None and unit.detail:
                 detail = unit.detail
             if isinstance(report.get("hub"), dict) and unit is not None and unit.is_alive:

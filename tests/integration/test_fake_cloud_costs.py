@@ -2,14 +2,21 @@
 and that it answers the same: a reset empties the cloud without rebuilding what it drops, AWS's managed policies are
 there, and the package index serves a file it has fetched once from its cache folder, to any later cloud, without PyPI.
 
+Units that boot together ask the index for the same pages at once: one request per page goes to PyPI, at most
+UPSTREAM_REQUESTS at a time, on connections kept open.
+
 Checked with the mechanisms off: with moto's own reset, the reset rebuilds every IAM backend (six here) before
-dropping them; without the file cache, the second cloud's request fails once the upstream is gone (502).
+dropping them; without the file cache, the second cloud's request fails once the upstream is gone (502); without
+the one fetch per page, PyPI gets the page from each of the askers (5); without the bound, ten pages asked at once
+are ten requests to PyPI at once; with a connection per request (urlopen's), three pages asked one after another
+come on three connections.
 """
 
 from __future__ import annotations
 
 import http.server
 import io
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,8 +25,9 @@ from typing import Any
 import boto3
 import pytest
 
-from scaler_rehearsal.fake_cloud.package_index import INDEX_ROUTE, PackageIndex
+from scaler_rehearsal.fake_cloud.package_index import INDEX_ROUTE, UPSTREAM_REQUESTS, PackageIndex
 from tests.integration.cloud_harness import REGION
+from tests.integration.conftest import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.cloud]
 
@@ -54,6 +62,139 @@ def upstream() -> Iterator[tuple[str, http.server.ThreadingHTTPServer]]:
         server.shutdown()
         server.server_close()
         thread.join(10)
+
+
+class HeldPages(http.server.BaseHTTPRequestHandler):
+    """PyPI's simple API, whose answers wait until the test lets them go; it counts what it is asked, and on how
+    many connections (HTTP/1.1: a client may keep one open)."""
+
+    protocol_version = "HTTP/1.1"
+    server: HeldServer
+
+    def do_GET(self) -> None:
+        with self.server.counted:
+            self.server.asked.append(self.path)
+            self.server.connections.add(self.client_address)
+            self.server.in_flight += 1
+            self.server.most_in_flight = max(self.server.most_in_flight, self.server.in_flight)
+        self.server.answer.wait()
+        body = f"<html>{self.path}</html>".encode()
+        with self.server.counted:
+            self.server.in_flight -= 1
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args: Any) -> None:
+        pass
+
+
+class HeldServer(http.server.ThreadingHTTPServer):
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), HeldPages)
+        self.counted = threading.Lock()
+        self.answer = threading.Event()
+        self.asked: list[str] = []
+        self.connections: set[tuple[str, int]] = set()
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+
+@pytest.fixture
+def held_pages() -> Iterator[tuple[str, HeldServer]]:
+    server = HeldServer()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", server
+    finally:
+        server.answer.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+@pytest.fixture
+def held_index(held_pages: tuple[str, HeldServer]) -> Iterator[tuple[PackageIndex, HeldServer]]:
+    """An index whose upstream is `held_pages`; its connections closed at the end."""
+    url, server = held_pages
+    index = PackageIndex(f"{url}/simple", url)
+    try:
+        yield index, server
+    finally:
+        server.answer.set()
+        index.close()
+
+
+def waiting_in(thread: threading.Thread, function: str, before: str) -> bool:
+    """Whether `thread` is inside `function` and has not reached `before` (what it would call next)."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    names = []
+    while frame is not None:
+        names.append(frame.f_code.co_name)
+        frame = frame.f_back
+    return function in names and before not in names
+
+
+def ask_at_once(index: PackageIndex, pages: list[str]) -> tuple[list[threading.Thread], list[tuple[str, bytes]]]:
+    answers: list[tuple[str, bytes]] = []
+    threads = [threading.Thread(target=lambda page=page: answers.append(get(index, f"/simple/{page}/")))
+               for page in pages]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    return threads, answers
+
+
+@pytest.mark.timeout(60)
+def test_askers_of_one_page_at_once_get_one_request_to_pypi(held_index: tuple[PackageIndex, HeldServer]) -> None:
+    index, server = held_index
+    threads, answers = ask_at_once(index, ["tiny"] * 5)
+
+    # each asker either waits for the page another one fetches, or has asked PyPI too (the test's failure)
+    def waiting() -> int:
+        return sum(waiting_in(thread, "_page", before="_fetch_page") for thread in threads)
+
+    wait_for(lambda: len(server.asked) > 1 or (len(server.asked) == 1 and waiting() == len(threads) - 1),
+             "the askers waiting for the first one's page, or a second request to PyPI")  # fmt: skip
+    server.answer.set()
+    for thread in threads:
+        thread.join(30)
+    assert server.asked == ["/simple/tiny/"], "one request to PyPI for the askers of one page"
+    assert answers == [("200 OK", b"<html>/simple/tiny/</html>")] * 5
+
+
+@pytest.mark.timeout(60)
+def test_pypi_gets_a_few_requests_at_a_time(held_index: tuple[PackageIndex, HeldServer]) -> None:
+    index, server = held_index
+    pages = [f"project-{number}" for number in range(10)]
+    threads, answers = ask_at_once(index, pages)
+
+    # the others wait for their turn before opening a connection, or have opened one too (the test's failure)
+    def waiting() -> int:
+        return sum(waiting_in(thread, "_fetch_page", before="_ask") for thread in threads)
+
+    wait_for(lambda: server.in_flight > UPSTREAM_REQUESTS or (
+        server.in_flight == UPSTREAM_REQUESTS and waiting() == len(pages) - UPSTREAM_REQUESTS
+    ), f"{UPSTREAM_REQUESTS} requests to PyPI and the others waiting, or more requests")  # fmt: skip
+    server.answer.set()
+    for thread in threads:
+        thread.join(30)
+    assert server.most_in_flight == UPSTREAM_REQUESTS
+    assert sorted(answers) == sorted(("200 OK", f"<html>/simple/{page}/</html>".encode()) for page in pages)
+
+
+@pytest.mark.timeout(60)
+def test_pages_one_after_another_come_on_one_connection(held_index: tuple[PackageIndex, HeldServer]) -> None:
+    index, server = held_index
+    server.answer.set()
+    for number in range(3):
+        assert get(index, f"/simple/project-{number}/") == (
+            "200 OK",
+            f"<html>/simple/project-{number}/</html>".encode(),
+        )
+    assert len(server.asked) == 3 and len(server.connections) == 1, server.connections
 
 
 def get(index: PackageIndex, path: str) -> tuple[str, bytes]:

@@ -7,7 +7,9 @@ How each test was checked against its mechanism switched off is in its docstring
 
 from __future__ import annotations
 
+import shlex
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -131,23 +133,61 @@ def test_a_unit_sees_nothing_of_the_laptops_environment(fake_cloud: Any, launche
     assert list((fake_cloud.state_directory / "installer-cache" / "uv").glob("wheels-v*/*/*"))
 
 
+#: Where the instance's pip is, and how many of its modules have no bytecode (without importing them).
+PIP_AS_INSTALLED = """
+import importlib.util, pathlib
+spec = importlib.util.find_spec("pip")
+root = pathlib.Path(spec.origin).parent
+print("pip of this instance:", root)
+print("pip modules without bytecode:", sum(not pathlib.Path(importlib.util.cache_from_source(str(module))).exists()
+                                           for module in root.rglob("*.py")))
+"""
+
+
 def test_user_data_runs_on_python_3_9_and_dnf_installs_another(fake_cloud: Any) -> None:
     """Checked off: with the old runner, `python3` was the laptop's 3.11 and `dnf` the machine's (none here). Stock
-    AL2023 (the cloud's default; the session's cloud boots an AMI with uv otherwise) has no uv."""
+    AL2023 (the cloud's default; the session's cloud boots an AMI with uv otherwise) has no uv. Its python3.X-pip
+    comes with pip's bytecode, as an RPM does (the shim's compiled pip, linked in; checked off: uv's install of pip,
+    every module without bytecode until pip first runs)."""
     fake_cloud.set_ami_has_uv(False)
     script = "\n".join([
         "#!/bin/sh", "python3 --version", "python3 -m pip --version || echo 'no pip yet'",
         "command -v uv || echo 'no uv'",
         "dnf install -y python3.10 || echo \"dnf refused: $?\"",
         f"dnf install -y python{UNIT_PYTHON} python{UNIT_PYTHON}-pip",
+        # pip's bytecode, as the RPM ships it, before pip first runs (-B: this look writes none)
+        f"python{UNIT_PYTHON} -B -c {shlex.quote(PIP_AS_INSTALLED)}",
         f"python{UNIT_PYTHON} -m pip --version", "echo user-data-done",
     ])  # fmt: skip
     log = boot_instance(fake_cloud, script)
+    assert f"pip of this instance: {fake_cloud.state_directory}" in log, log
+    assert "pip modules without bytecode: 0\n" in log, log
     assert "Python 3.9." in log
     assert "No module named pip" in log and "no pip yet" in log
     assert "No match for argument: python3.10" in log and "dnf refused: 1" in log  # AL2023 offers no 3.10
     assert f"(python {UNIT_PYTHON})" in log, log
     assert "no uv" in log, log
+
+
+def test_a_units_pip_installs_without_compiling(fake_cloud: Any, tmp_path: Path) -> None:
+    """The units' pip installs without byte-compiling what it installs (seconds of a boot that installs with pip);
+    checked off: spelled PIP_NO_COMPILE=1, which pip reads as "compile", the installed module had its bytecode."""
+    wheel = tmp_path / "tiny-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("tiny/__init__.py", "VALUE = 1\n")
+        archive.writestr("tiny-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: tiny\nVersion: 1.0\n")
+        archive.writestr("tiny-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        archive.writestr("tiny-1.0.dist-info/RECORD", "")
+    fake_cloud.set_ami_has_uv(False)
+    script = "\n".join([
+        "#!/bin/sh", f"dnf install -y python{UNIT_PYTHON} python{UNIT_PYTHON}-pip",
+        f'python{UNIT_PYTHON} -m pip install --quiet --no-index --no-deps --target "$TMPDIR/installed" {wheel}',
+        'echo "installed: $(ls "$TMPDIR/installed/tiny")"',
+        'echo "bytecode files: $(find "$TMPDIR/installed" -name "*.pyc" | wc -l)"',
+    ])  # fmt: skip
+    log = boot_instance(fake_cloud, script)
+    assert "installed: __init__.py" in log, log
+    assert "bytecode files: 0\n" in log, log
 
 
 def test_an_ami_baked_with_uv_has_it_on_the_path(fake_cloud: Any) -> None:

@@ -263,6 +263,7 @@ class FakeCloud:
         for thread in self._http_threads:
             thread.join(5)
         self._servers, self._http_threads = [], []
+        self._package_index.close()
         if self._network is not None:
             self._network.close()
         if remove_folders:

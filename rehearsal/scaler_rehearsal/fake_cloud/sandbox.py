@@ -184,8 +184,9 @@ class Sandbox:
             UV_DEFAULT_INDEX=index, UV_CACHE_DIR=str(self.installer_cache / "uv"), UV_PYTHON_DOWNLOADS="never",
             PIP_INDEX_URL=index, PIP_TRUSTED_HOST=host, PIP_CACHE_DIR=str(self.installer_cache / "pip"),
             PIP_CONFIG_FILE=os.devnull,
-            # pip without byte-compiling what it installs, nor asking for a newer pip: seconds less per boot
-            PIP_NO_COMPILE="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
+            # pip without byte-compiling what it installs, nor asking for a newer pip: seconds less per boot (pip
+            # reads PIP_NO_COMPILE=1 as "compile", its negated options' inversion: the option's own name says it)
+            PIP_COMPILE="0", PIP_DISABLE_PIP_VERSION_CHECK="1",
         )  # fmt: skip
         environment.update(self.extra_environment)
         return environment

@@ -157,12 +157,14 @@ class Shipment:
     # ------------------------------------------------------------ boot reports
 
     async def reports(
-        self, unit_ids: Sequence[str], now: float, gone: Sequence[str] = (), prune: bool = True
-    ) -> dict[str, dict[str, Any]]:
-        """The latest report of each unit (read again at most every few seconds, until its boot is over); the units
-        of `gone` (seen ended) are read once more, at once, unless their report had said how the boot ended.
+        self, unit_ids: Sequence[str], now: float, gone: Sequence[str] = (), prune: bool = True,
+        period_seconds: float = REPORT_PERIOD_SECONDS,
+    ) -> dict[str, dict[str, Any]]:  # fmt: skip
+        """The latest report of each unit (read again at most every `period_seconds`, until its boot is over); the
+        units of `gone` (seen ended) are read once more, at once, unless their report had said how the boot ended.
         `prune`: forget every unit not named (the caller names the whole listing); False for a look at a few units,
-        which must not make the others' reports read, and logged, again at the next listing."""
+        which must not make the others' reports read, and logged, again at the next listing. A caller that waits
+        for one unit's report polls at its own pace (`period_seconds=0`)."""
         for unit_id in [*unit_ids, *gone]:
             report = self._reports.get(unit_id)
             if report is not None and report.get("state") in SETTLED:
@@ -171,7 +173,7 @@ class Shipment:
                 if unit_id in self._read_gone:
                     continue
                 self._read_gone.add(unit_id)
-            elif now - self._read_at.get(unit_id, 0.0) < REPORT_PERIOD_SECONDS:
+            elif now - self._read_at.get(unit_id, 0.0) < period_seconds:
                 continue
             self._read_at[unit_id] = now
             try:
