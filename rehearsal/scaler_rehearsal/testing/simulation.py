@@ -374,6 +374,11 @@ class SimulatedCluster:
         for task_id, record in core.tasks.records.items():
             if record.worker is not None:
                 assert task_id in core.workers[record.worker].assigned, "a dispatched task is not held by its worker"
+            else:
+                assert not record.extras.reads_data, "a task no worker holds is counted among a worker's readers"
+        for peer, worker in core.workers.items():
+            counted = sum(1 for task_id in worker.assigned if core.tasks.records[task_id].extras.reads_data)
+            assert worker.readers == counted, f"{peer!r} counts {worker.readers} readers, holds {counted}"
         self._check_links()
         assert len(core.tasks.queue) == sum(1 for r in core.tasks.records.values() if r.state.value == "queued"), (
             "the queue count disagrees with the table"

@@ -614,12 +614,13 @@ class TaskLifecycle:
                 worker.assigned.discard(record.task_id)
                 if record.extras.reads_data:
                     worker.readers -= 1
-                    record.reads_data = False
                 if worker.preemption_slots and self.preemption.released(
                     worker, record.task_id, self._tasks.queue.has_nested()
                 ):
                     self._state.emit(SlotGone(worker))
                 self._free.offer(worker)
+            if record.extras.reads_data:  # also when its worker is gone: a dispatch elsewhere counts it afresh
+                record.reads_data = False
         record.released()
 
     def _end(

@@ -166,3 +166,28 @@ def test_of_the_hosts_holding_a_task_s_inputs_the_one_holding_the_most_takes_it(
     sim.submit(client, [data_task(client.peer, 1, X, Y, ObjectID(b"z" * 16))])  # load alone: a0; b holds two
     assert on_b[0].held + on_b[1].held == [tid(1)] and on_a[0].held == on_a[1].held == []
     sim.check_invariants()
+
+
+def test_a_reader_whose_worker_died_is_counted_by_no_worker_until_placed_again() -> None:
+    """A reader placed by its inputs counts among its worker's readers; when that worker dies the task is queued again,
+    counted by none, and counted by the worker it is placed on next (checked with the count cleared only when the
+    worker is still known: check_invariants finds the queued task still counted)."""
+    sim, on_a, on_b = hosts_cluster()
+    client = sim.add_client()
+    sim.core.state.object_hosts.made(X, "host-a")
+    sim.submit(client, [data_task(client.peer, 1, X)])
+    (holder,) = [worker for worker in on_a if tid(1) in worker.held]
+    sim.submit(client, [task(client.peer, 10 + number) for number in range(3)])  # every other worker busy
+    assert all(worker.held for worker in [*on_a, *on_b])
+    sim.check_invariants()
+    sim.kill(holder)
+    assert all(tid(1) not in worker.held for worker in [*on_a, *on_b])  # queued: no worker has room
+    sim.check_invariants()
+    sim.finish(on_b[0])
+    assert on_b[0].held == [tid(1)]
+    sim.check_invariants()
+    for worker in [*on_a, *on_b]:
+        while worker.alive and worker.held:
+            sim.finish(worker)
+    assert all(record.readers == 0 for record in sim.core.state.workers.values())
+    sim.check_invariants()
