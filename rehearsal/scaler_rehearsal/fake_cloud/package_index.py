@@ -65,13 +65,17 @@ class PackageIndex:
         self._fetching: dict[tuple[str, str], threading.Lock] = {}
         self._lock = threading.Lock()
         self._upstream = threading.BoundedSemaphore(UPSTREAM_REQUESTS)
-        self._cache = Path(cache or tempfile.mkdtemp(prefix="scaler-fake-cloud-index-")) / "index-files"
+        #: a folder made here (no cache given) is this index's own: removed on close
+        self._own_folder = None if cache else Path(tempfile.mkdtemp(prefix="scaler-fake-cloud-index-"))
+        self._cache = Path(cache or self._own_folder or "") / "index-files"
         self._tls = ssl.create_default_context()  #: one for every request (loading the CA store is costly)
         self._index_connections = KeptConnections(self._index, self._tls)
 
     def close(self) -> None:
-        """Close the connections kept open to PyPI."""
+        """Close the connections kept open to PyPI, and remove the files' folder if this index made it."""
         self._index_connections.close()
+        if self._own_folder is not None:
+            shutil.rmtree(self._own_folder, ignore_errors=True)
 
     @staticmethod
     def handles(path: str) -> bool:
