@@ -284,6 +284,20 @@ def remove_config_homes(pids: set[int], parent: Path = SEGMENT_PARENTS[1]) -> li
     return removed
 
 
+def open_paths(pid: int) -> list[str]:
+    """What the process `pid`'s open files point at (none when it is gone); a file it closes meanwhile is skipped,
+    not the process (a process starting up opens and closes files all the time)."""
+    paths = []
+    try:
+        with os.scandir(f"/proc/{pid}/fd") as fds:
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    paths.append(os.readlink(fd.path))
+    except OSError:
+        pass
+    return paths
+
+
 def kill_holders(folder: Path) -> list[str]:
     """SIGKILL the processes with a file of `folder` open: a slurmstepd outlives its slurmd (it keeps trying to report
     its job's end), and keeps the folder's slurmd.log open, where nothing else of the run names it (its environment
@@ -293,12 +307,7 @@ def kill_holders(folder: Path) -> list[str]:
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
-        try:
-            with os.scandir(f"{entry.path}/fd") as fds:
-                held = any(os.readlink(fd.path).startswith(prefix) for fd in fds)
-        except OSError:
-            continue
-        if held:
+        if any(path.startswith(prefix) for path in open_paths(int(entry.name))):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(entry.name), signal.SIGKILL)
                 killed.append(f"process {entry.name} holding {folder}")

@@ -4,7 +4,6 @@ computing-marks folder (named after its pid)."""
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 from pathlib import Path
@@ -53,7 +52,7 @@ def test_a_process_holding_a_file_of_a_killed_runs_slurm_state_folder_is_killed(
     import subprocess
     import sys
 
-    from tests.reaping import kill_holders
+    from tests.reaping import kill_holders, open_paths
 
     folder = tmp_path / "scaler-slurm-4242-abc"
     (folder / "log").mkdir(parents=True)
@@ -61,9 +60,8 @@ def test_a_process_holding_a_file_of_a_killed_runs_slurm_state_folder_is_killed(
     holder = subprocess.Popen([sys.executable, "-c", f"f = open({str(log)!r}, 'a'); import time; time.sleep(60)"])
     try:
         for _ in range(200):  # until it has the file open
-            with os.scandir(f"/proc/{holder.pid}/fd") as fds:
-                if any(os.readlink(fd.path) == str(log) for fd in fds):
-                    break
+            if str(log) in open_paths(holder.pid):
+                break
             time.sleep(0.05)
         assert kill_holders(folder) == [f"process {holder.pid} holding {folder}"]
         assert holder.wait(timeout=10) == -signal.SIGKILL
