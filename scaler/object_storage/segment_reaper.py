@@ -11,8 +11,10 @@ waiting: held, a successor has it and the reaper leaves it; free, it renames the
 starting now makes a fresh one) and removes it. Objects nobody adopted are gone with their server, as they always
 were; with a spill directory they are on disk, and a server started again later reads them from there.
 
-The reaper imports nothing but the standard library: it is started with `python -m
-scaler.object_storage.segment_reaper DIRECTORY SERVER_PID` and costs one small idle process per server.
+The reaper imports nothing but the standard library, so it is started as a bare interpreter running this file,
+`python -I -S .../segment_reaper.py DIRECTORY SERVER_PID`: isolated (`-I`: no PYTHON* variables, and not this file's
+folder on its path) and without `site` (`-S`: no site-packages, no `.pth` files, such as an editable install's finder,
+to run), and without the `scaler` package that `-m` would import first. It costs one small idle process per server.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ def start_reaper(directory: str) -> Reaper | None:
     read_end, write_end = os.pipe()
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "scaler.object_storage.segment_reaper", directory, str(os.getpid())],
+            [sys.executable, "-I", "-S", os.path.abspath(__file__), directory, str(os.getpid())],
             stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             close_fds=True,
         )  # fmt: skip

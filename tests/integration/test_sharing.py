@@ -54,12 +54,11 @@ def hold(folder: str) -> None:
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("share_first", [False, True])
-def test_two_clients_of_10000_tasks_split_the_worker_3_to_1_whoever_submitted_first(
-    one_worker: SchedulerClusterCombo, share_first: bool, tmp_path: Path
-) -> None:
-    """While both clients have work, the client of share 3 gets 75 % of the task starts (+-5 points), whether it
-    submitted first or second; identical tasks, so task starts are busy time. The worker's processors are held until
+def test_two_clients_of_10000_tasks_split_the_worker_3_to_1(one_worker: SchedulerClusterCombo, tmp_path: Path) -> None:
+    """While both clients have work, the client of share 3 gets 75 % of the task starts (+-5 points), though it
+    submitted second; identical tasks, so task starts are busy time. That the split does not depend on who submitted
+    first is the simulation's to show (tests/unit/scheduler/test_sharing.py, both orders); this is the shares' way
+    through real clients, scheduler and worker. The worker's processors are held until
     all 20,000 are queued (without it, a loaded machine's slow submission of the second client's tasks left the first
     alone with the worker: 88 %). The order is the tasks' own start times, not the order their results reach the
     two clients: a loaded machine may run one client's result thread late (a fresh-clone run counted 58 % by the
@@ -73,9 +72,8 @@ def test_two_clients_of_10000_tasks_split_the_worker_3_to_1_whoever_submitted_fi
     try:
         held = [gate.submit(hold, str(tmp_path), priority=10) for _ in range(processors)]
         wait_for(lambda: len(list(tmp_path.glob("held-*"))) == processors, "every processor to be held")
-        first, second = (heavy, light) if share_first else (light, heavy)
         futures = []
-        for client, tag in ((first, "first"), (second, "second")):
+        for client, tag in ((light, "first"), (heavy, "second")):
             for _ in range(10_000):
                 futures.append(client.submit(tiny_started, tag))
         (tmp_path / "open").touch()
@@ -92,9 +90,8 @@ def test_two_clients_of_10000_tasks_split_the_worker_3_to_1_whoever_submitted_fi
         counts[tag] += 1
         if counts["first"] == 10_000 or counts["second"] == 10_000:
             break
-    heavy_tag = "first" if share_first else "second"
     both = counts["first"] + counts["second"]
-    assert abs(counts[heavy_tag] / both - 0.75) <= 0.05, f"share 3 got {counts[heavy_tag] / both:.1%} ({counts})"
+    assert abs(counts["second"] / both - 0.75) <= 0.05, f"share 3 got {counts['second'] / both:.1%} ({counts})"
 
 
 def slow_marked(seconds: float, folder: str) -> tuple[float, float]:
