@@ -166,9 +166,11 @@ def main() -> int:
                 stack.stop()
                 if args.keep_logs is not None:
                     shutil.copytree(rig.log_dir, args.keep_logs, dirs_exist_ok=True)
-            for run in out:
-                print(report(run, sampler.samples, hosts), flush=True)
-            (workdir / "timeline.json").write_text(json.dumps({"runs": out, "samples": sampler.samples}))
+            text = "\n".join(report(run, sampler.samples, hosts) for run in out)
+            print(text, flush=True)
+            if args.keep_logs is not None:
+                (args.keep_logs / "timeline.txt").write_text(text)
+                (args.keep_logs / "timeline.json").write_text(json.dumps({"runs": out, "samples": sampler.samples}))
     finally:
         shutil.rmtree(config_home, ignore_errors=True)
         shutil.rmtree(workdir, ignore_errors=True)
