@@ -5,7 +5,7 @@ its inputs and ended, and each host's link over time, so that a change aims at w
 
 As root, from the repository's root. Starts this tree's stack (its own environment's commands) on a fresh rig of a
 storage host, a client host and 4 worker hosts x 2 slots, 100 Mbit/s links (as benchmarks/rig_hosts.py does), runs a
-warm shuffle, then `--runs` shuffles, each timed from the graph's submission. The tasks note on themselves where and
+warm shuffle (none with `--cold`), then `--runs` shuffles, each timed from the graph's submission. The tasks note on themselves where and
 when they ran: a maker writes its host and times into its partition's first floats, the reducer returns them beside
 its own (its start is when its inputs had come). Each host's bytes are sampled every 0.1 s meanwhile; the link's rate
 per 0.5 s is printed per host. Prints the timeline and writes it as JSON beside the rig's results.
@@ -60,11 +60,12 @@ def shuffle(client, hosts, size, tag):
     return {"submitted": submitted, "ended": time.time(),
             "reducers": [reduced[f"reduce-{tag}-{j}"] for j in range(hosts)]}
 
-address, hosts, size, runs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+address, hosts, size, runs, warm = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 with Client(address=address) as client:
     client.submit(make, 0, 64).result()
-    shuffle(client, hosts, size, "warm")
-    time.sleep(3.0)
+    if warm == "warm":
+        shuffle(client, hosts, size, "warm")
+        time.sleep(3.0)
     out = []
     for run in range(runs):
         out.append(shuffle(client, hosts, size, f"r{run}"))
@@ -143,6 +144,7 @@ def report(run: dict[str, Any], samples: list[tuple[float, dict[str, tuple[int, 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--cold", action="store_true", help="no warm shuffle first (as the rig benchmark's first)")
     parser.add_argument("--worker-hosts", type=int, default=4)
     parser.add_argument("--slots", type=int, default=2)
     parser.add_argument("--size", type=int, default=10_000_000)
@@ -160,7 +162,7 @@ def main() -> int:
             sampler = LinkSampler(rig)
             try:
                 out = stack.run_script("client", CLIENT, str(args.worker_hosts), str(args.size), str(args.runs),
-                                       timeout_seconds=600)  # fmt: skip
+                                       "cold" if args.cold else "warm", timeout_seconds=600)  # fmt: skip
             finally:
                 sampler.stop()
                 stack.stop()
