@@ -5,10 +5,10 @@ its inputs and ended, and each host's link over time, so that a change aims at w
 
 As root, from the repository's root. Starts this tree's stack (its own environment's commands) on a fresh rig of a
 storage host, a client host and 4 worker hosts x 2 slots, 100 Mbit/s links (as benchmarks/rig_hosts.py does), runs a
-warm shuffle (none with `--cold`), then `--runs` shuffles, each timed from the graph's submission. The tasks note on themselves where and
-when they ran: a maker writes its host and times into its partition's first floats, the reducer returns them beside
-its own (its start is when its inputs had come). Each host's bytes are sampled every 0.1 s meanwhile; the link's rate
-per 0.5 s is printed per host. Prints the timeline and writes it as JSON beside the rig's results.
+warm shuffle (none with `--cold`), then `--runs` shuffles, each timed from the graph's submission. The tasks note on
+themselves where and when they ran: a maker writes its host and times into its partition's first floats, the reducer
+returns them beside its own (its start is when its inputs had come). Each host's bytes are sampled every 0.1 s
+meanwhile; the link's rate per 0.5 s is printed per host. Prints the timeline (and keeps it with `--keep-logs`).
 """
 
 from __future__ import annotations
