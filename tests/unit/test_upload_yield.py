@@ -1,12 +1,11 @@
 """A host cache's large upload yields to the reads other hosts make of this host (host_cache/upload_yield.py, and the
-shell's measure, `upstream.queued_to_peers`): it goes at once when nothing waits to leave for other hosts, a held one
-that saw reads once nothing waited to leave for the quiet time; each waits while something does, asking the storage
-server now and then whether a reader waits for it there (then it goes) or it was deleted (then it is skipped), and
-never longer than the bound; the measure sees the bytes a connection served on the cache's port has not sent yet.
+shell's measure, `upstream.queued_to_peers`): it goes at once when nothing waits to leave for other hosts, waits while
+something does, asking the storage server now and then whether a reader waits for it there (then it goes) or it was
+deleted (then it is skipped), and never longer than the bound; the measure sees the bytes a connection served on the
+cache's port has not sent yet.
 
 Checked with the mechanism off (`UploadYield.step` returning GO at once): the waiting, asking and skipping tests fail;
-with `queued_to_peers` returning 0, the measure's test fails; with a held upload going at the first empty look, the
-quiet-time tests fail, and with the quiet counted from the first empty look whatever came after, the gap's test."""
+with `queued_to_peers` returning 0, the measure's test fails."""
 
 from __future__ import annotations
 
@@ -19,26 +18,10 @@ from scaler.object_storage.host_cache.upload_yield import (
     ASK_SECONDS,
     MAX_YIELD_SECONDS,
     POLL_SECONDS,
-    QUIET_SECONDS,
     Step,
     UploadYield,
 )
 from scaler.object_storage.host_cache.upstream import queued_to_peers
-
-
-def run_until_not_waiting(plan: UploadYield, queued: list[int]) -> tuple[Step, float]:
-    """Steps `plan` with `queued[i]` bytes waiting to leave at its i-th look (the last one from then on), answering
-    each ask with nobody waiting; the step that is not a wait or an ask."""
-    looks = 0
-    while True:
-        step = plan.step(queued[min(looks, len(queued) - 1)])
-        looks += 1
-        if step[0] is Step.ASK:
-            plan.answered(False)
-        elif step[0] is Step.WAIT:
-            plan.slept(step[1])
-        else:
-            return step
 
 
 def test_an_upload_goes_at_once_when_nothing_waits_to_leave_for_other_hosts() -> None:
@@ -47,23 +30,6 @@ def test_an_upload_goes_at_once_when_nothing_waits_to_leave_for_other_hosts() ->
     assert plan.step(0) == (Step.ASK, 0.0)  # Y5: a held one asks first whether it is still wanted at all
     plan.answered(False)
     assert plan.step(0) == (Step.GO, 0.0)
-
-
-def test_a_held_upload_that_saw_reads_goes_once_nothing_waited_to_leave_for_the_quiet_time() -> None:
-    """Y1: a gap between other hosts' reads does not let it go (fails with it going at the first empty look)."""
-    plan = UploadYield(held=True)
-    assert run_until_not_waiting(plan, [1, 1, 0]) == (Step.GO, 0.0)
-    assert plan.waited == pytest.approx(POLL_SECONDS + QUIET_SECONDS)
-
-
-def test_a_gap_between_reads_shorter_than_the_quiet_time_does_not_let_a_held_upload_go() -> None:
-    """Bytes queued at one look in the quiet time: it counts again from the next empty look (fails with the quiet
-    counted from the first empty look whatever came after)."""
-    plan = UploadYield(held=True)
-    gap = int(QUIET_SECONDS / POLL_SECONDS) // 2
-    queued = [1, 1] + [0] * gap + [1] + [0]  # an ask, reads, a gap of empty looks, reads again, then quiet
-    assert run_until_not_waiting(plan, queued) == (Step.GO, 0.0)
-    assert plan.waited >= (gap + 1) * POLL_SECONDS + QUIET_SECONDS - 1e-9
 
 
 def test_an_upload_waits_while_bytes_wait_to_leave_for_other_hosts_asking_what_is_wanted_now_and_then() -> None:
@@ -76,7 +42,7 @@ def test_an_upload_waits_while_bytes_wait_to_leave_for_other_hosts_asking_what_i
         plan.slept(step[1])
     assert step[0] is Step.ASK and ASK_SECONDS <= plan.waited < ASK_SECONDS + 2 * POLL_SECONDS  # Y5: again
     assert {seconds for _, seconds in steps} == {POLL_SECONDS}
-    assert run_until_not_waiting(plan, [0]) == (Step.GO, 0.0)  # Y1: the reads ended, and it stayed quiet
+    assert plan.step(0) == (Step.GO, 0.0)  # Y1: the reads ended
 
 
 def test_an_upload_a_reader_waits_for_at_the_storage_server_goes_though_other_hosts_read() -> None:
@@ -95,14 +61,11 @@ def test_an_upload_of_an_object_deleted_meanwhile_is_skipped() -> None:
 
 def test_once_its_turn_is_granted_an_upload_waits_again_for_reads_begun_meanwhile_and_goes_even_if_deleted() -> None:
     plan = UploadYield(held=True)
-    assert run_until_not_waiting(plan, [0]) == (Step.GO, 0.0)  # then it asks its turn, and waits for it there
+    assert plan.step(0)[0] is Step.ASK
+    plan.answered(False)
+    assert plan.step(0)[0] is Step.GO  # then it asks its turn, and waits for it at the storage server
     plan.granted()
     assert plan.step(1) == (Step.WAIT, POLL_SECONDS)  # other hosts' reads began meanwhile
-    plan.slept(POLL_SECONDS)
-    assert plan.step(0) == (Step.GO, 0.0)  # granted, it goes at the first empty look (no quiet time: Y1)
-    plan = UploadYield(held=True)
-    assert run_until_not_waiting(plan, [0]) == (Step.GO, 0.0)
-    plan.granted()
     plan.answered(None)  # deleted meanwhile: its put ends the turn (unused, it would hold others back)
     assert plan.step(1) == (Step.GO, 0.0)
 

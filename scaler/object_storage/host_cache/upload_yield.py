@@ -7,11 +7,7 @@ once, and the reducers wait for both. So an upload waits while this host sends o
 reader waits for it at the storage server. Rules, one upload's, looked at again after each step:
 
 Y1 It goes when nothing this host sends other hosts waits to leave (the kernel's send queues of the connections it
-   serves them on are empty). One held by the storage server (its task reported, its readers sent here) that has seen
-   something wait to leave goes once nothing did at each look for QUIET_SECONDS, before its turn is asked: other
-   hosts' readers ask for one input after another, so that an empty queue at one look is often a gap between their
-   reads, and an upload begun in it shares the link with them for its whole length (a put is one message). Once its
-   turn is granted the quiet is not waited for (a granted turn held idle holds back other hosts' uploads).
+   serves them on are empty).
 Y2 It goes when a reader waits for it at the storage server (the client's `result()`: a reader there goes first, as
    its turn does, upload_admission A6).
 Y3 It is not uploaded when the storage server neither holds it as held nor stores it: it was deleted meanwhile. Once
@@ -37,9 +33,6 @@ from dataclasses import dataclass
 POLL_SECONDS = 0.05
 #: How often a waiting upload asks the storage server whether a reader waits for it (Y5).
 ASK_SECONDS = 0.5
-#: How long nothing may wait to leave for other hosts before a held result's upload that has seen reads goes (Y1):
-#: longer than the gaps between other hosts' reads.
-QUIET_SECONDS = 1.0
 #: The longest an upload waits for other hosts' reads (Y4): a few 10 MB partitions at 100 Mbit/s.
 MAX_YIELD_SECONDS = 5.0
 
@@ -61,8 +54,6 @@ class UploadYield:
     wanted: bool = False  #: the last answer: a reader waits for it at the storage server
     gone: bool = False  #: the last answer: neither held nor stored there (deleted)
     turn_granted: bool = False  #: its turn was granted: it goes even when deleted (Y3)
-    seen_reads: bool = False  #: something this host sends other hosts waited to leave at one of its looks
-    quiet_since: float | None = None  #: `waited` since when nothing waited to leave at each look (None: something did)
 
     def step(self, queued_to_peers: int) -> tuple[Step, float]:
         """What to do now, while `queued_to_peers` bytes this host sends other hosts wait to leave."""
@@ -71,15 +62,7 @@ class UploadYield:
         if self.held and self.asked_at is None:
             self.asked_at = self.waited
             return Step.ASK, 0.0
-        if self.wanted or self.waited >= MAX_YIELD_SECONDS:
-            return Step.GO, 0.0
-        if queued_to_peers > 0:
-            self.seen_reads, self.quiet_since = True, None
-        elif not self.held or self.turn_granted or not self.seen_reads:
-            return Step.GO, 0.0
-        elif self.quiet_since is None:
-            self.quiet_since = self.waited
-        if self.quiet_since is not None and self.waited - self.quiet_since >= QUIET_SECONDS - 1e-9:
+        if queued_to_peers <= 0 or self.wanted or self.waited >= MAX_YIELD_SECONDS:
             return Step.GO, 0.0
         if self.held and self.asked_at is not None and self.waited - self.asked_at >= ASK_SECONDS:
             self.asked_at = self.waited
