@@ -149,8 +149,9 @@ def main() -> int:
     parser.add_argument("--slots", type=int, default=2)
     parser.add_argument("--size", type=int, default=10_000_000)
     parser.add_argument("--keep-logs", type=Path, default=None, help="copy the stack's logs here")
-    parser.add_argument("--bin-dir", type=Path, default=Path(sys.executable).parent)
+    parser.add_argument("--bin-dir", type=Path, default=Path(sys.executable).parent, help="the stack's commands")
     args = parser.parse_args()
+    args.bin_dir = args.bin_dir.absolute()  # the hosts start it from the rig's folder
     workers = [f"w{index}" for index in range(1, args.worker_hosts + 1)]
     hosts = ["storage", *workers]
     config_home = tempfile.mkdtemp(prefix="rig-timeline-config-")
