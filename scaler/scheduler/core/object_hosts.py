@@ -64,6 +64,11 @@ class ObjectHosts:
     def hosts_of(self, object_id: ObjectID) -> tuple[str, ...]:
         return tuple(self._holders.get(object_id, ()))
 
+    def workers_on(self, host: str) -> int:
+        """The live workers of `host` (a worker joining there is ranked by them: free_workers.py)."""
+        workers = self._workers.get(host)
+        return 0 if workers is None else len(workers)
+
     def joined(self, worker: WorkerRecord) -> None:
         self._workers.setdefault(worker.hostname, {})[worker.peer] = worker
 

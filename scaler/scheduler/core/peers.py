@@ -71,6 +71,9 @@ class WorkerRecord:
     cpu_percent: float = 0.0
     rss_bytes: int = 0
     sequence: int = 0  #: join order, breaks ties between equally loaded workers
+    #: its place among equally loaded workers in dispatch (free_workers.py): how many workers its host had when it
+    #: joined, then its join order (`free_workers.order_of`); unique among live workers
+    order: int = 0
     round_trip_seconds: float = 0.0  #: its last heartbeat round trip (the lag the monitor shows)
     #: when it last returned a result: its next task (held there meanwhile) could not start before
     last_finished_at: float = 0.0

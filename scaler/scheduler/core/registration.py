@@ -20,6 +20,7 @@ from scaler.protocol.heartbeat_period import given_period
 from scaler.protocol.ids import ClientID, PeerID, short
 from scaler.scheduler.core.core_state import CoreState
 from scaler.scheduler.core.follow_ups import ClientHello, ManagerHello, WorkerJoined
+from scaler.scheduler.core.free_workers import order_of
 from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, WorkerRecord
 from scaler.scheduler.core.quotas import quota_of
 
@@ -122,10 +123,12 @@ class Registration:
         state, now = self._state, self._state.now
         if peer not in state.workers:
             self._worker_sequence += 1
+            rank = state.object_hosts.workers_on(hello.hostname)  # its host's workers so far: dispatch takes turns
             worker = state.workers[peer] = WorkerRecord(
                 peer, info.capabilities, frozenset(name for name, _ in info.capabilities), max(1, info.capacity),
                 info.manager_id, info.worker_type, hello.hostname, hello.pid, now, now,
-                sequence=self._worker_sequence, owner=info.owner_key, slots=max(1, info.slots),
+                sequence=self._worker_sequence, order=order_of(rank, self._worker_sequence), owner=info.owner_key,
+                slots=max(1, info.slots),
                 task_timeout_seconds=info.task_timeout_seconds, processor_per_parent=info.processor_per_parent,
             )  # fmt: skip
             state.emit(WorkerJoined(worker))
