@@ -69,8 +69,16 @@ class _Connection:
                 self.router.send_multipart([b"dealer", payload])
 
     def answer_soon(self, *payloads: bytes) -> None:
-        """Answer from another thread, once the calling thread had the time to start waiting."""
-        threading.Timer(0.05, self.answer, payloads).start()
+        """Answer from another thread once a waiter reads the socket (the calling thread, about to wait): an answer
+        sent before then is the loop's to read (on a loaded machine a fixed delay was not always enough)."""
+
+        def answer_once_read() -> None:
+            deadline = time.monotonic() + 10
+            while not self.reader.reading and time.monotonic() < deadline:
+                time.sleep(0.001)
+            self.answer(*payloads)
+
+        threading.Thread(target=answer_once_read, daemon=True).start()
 
     def close(self) -> None:
         def stop() -> None:
