@@ -497,7 +497,8 @@ class TaskLifecycle:
                 self._object_hosts.made(ObjectID(result.payload), maker.hostname)
             if result.stored_bytes >= RESULT_FROM_BYTES and result.status is ResultStatus.SUCCESS:
                 self._keep_until_stored(record, ObjectID(result.payload))
-        self._tasks.stories.ran(record.task_id, ran_on, record.attempts, result)
+        if result.ran is not None:  # the processor's own times (the scale harness's fake ones send none)
+            self._tasks.stories.ran(record.task_id, ran_on, record.attempts, result)
         run_seconds = self._learn_run_time(record, result)
         self._release_worker(record)
         if result.status is ResultStatus.SUCCESS:
@@ -620,7 +621,8 @@ class TaskLifecycle:
         worker = self._workers.get(record.worker) if record.worker is not None else None
         started = record.dispatched_at
         if worker is not None:
-            started = max(started, worker.last_finished_at)
+            if worker.last_finished_at > started:  # `max`, without the call: once per task
+                started = worker.last_finished_at
             worker.last_finished_at = self.now
         seconds = result.profile.duration_seconds or self.now - started
         if result.status is ResultStatus.SUCCESS:
