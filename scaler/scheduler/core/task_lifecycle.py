@@ -422,7 +422,7 @@ class TaskLifecycle:
         """The queue key whose best task `worker` takes (None: none it can run), and that task's entry."""
         queue, records = self._tasks.queue, self._tasks.records
         best_key, best_entry = None, None
-        for key in list(queue.queued_count):
+        for key in queue.queued_count:  # not copied: `peek` may drop a key's emptied heap, never a count
             if not worker.can_run(key):  # the key is () when capabilities are ignored, but for a memory floor
                 continue
             entry = queue.peek(key, records)
