@@ -11,9 +11,11 @@ shell's inbound handler around the real core, in a process of its own with that 
 allocator its scheduler process runs on (glibc's malloc with fixed thresholds where the tree has
 `scheduler/allocator.py`, CPython's otherwise) and with its collector's thresholds. Two shapes: `w1` (a client's tasks
 64 to a message, results in bursts, as W1 brings them) and `w3` (one task at a time: a submission, a result, an answer,
-as W3's round trips). For each, the trees run in turn, `--rounds` times: under `valgrind --tool=callgrind`, counting
-only the timed parts of the last of two rounds of the driver (its `--collect`: the warm-up round and the driver's own
-encoding are not counted), and without it, for the CPU per task (the best of three rounds of `--cpu-tasks`).
+as W3's round trips), and `scale` (the scale harness's shape at 100 workers, `scheduler_cost.Shape.together`; run
+when `--shapes` names it). For each, the trees run in turn, `--rounds` times: under `valgrind --tool=callgrind`,
+counting only the timed parts of the last of two rounds of the driver (its `--collect`: the warm-up round and the
+driver's own encoding are not counted), and without it, for the CPU per task (the best of three rounds of
+`--cpu-tasks`).
 Instructions are the figure to compare: the same tree gives the same count to a few parts in a million, busy machine or
 not; the CPU figures move with the machine's load. What it leaves out: ZeroMQ, the event loop and the outbox's timers
 (`scale/`, `route_cost.py` measure real processes).
@@ -35,7 +37,13 @@ BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
 DRIVER = BENCH_DIR / "scheduler_cost.py"
 #: the driver's arguments for each shape
-SHAPES = {"w1": [], "w3": ["--batch", "1", "--spaced"]}
+SHAPES = {
+    "w1": [],
+    "w3": ["--batch", "1", "--spaced"],
+    # the scale harness's shape at 100 workers (scale/fleet.py: a slot and a link staging one task each, a client's
+    # tasks 100 to a part, all submitted at once), without its sockets and heartbeats
+    "scale": "--workers 100 --capacity 2 --staged 1 --batch 100 --queued 2000 --together".split(),
+}
 CALLGRIND = ["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=ffi_call"]
 
 

@@ -29,6 +29,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import zmq
@@ -86,7 +87,7 @@ class Outbox:
 
 
 class Driver:
-    def __init__(self) -> None:
+    def __init__(self, workers: int = 2, capacity: int = CAPACITY, staged: int = 64) -> None:
         core = SchedulerCore(CoreSettings("tcp://s:1", "tcp://s:2", PYTHON))
         self.server = SchedulerServer(core, "tcp://s:1", "tcp://s:3", "tcp://s:2", Sockets())  # type: ignore[arg-type]
         self.outbox = Outbox()
@@ -96,20 +97,23 @@ class Driver:
         self.server._router = self.router  # type: ignore[assignment]
         self.now = 1.0
         self.client = PeerID(b"Client|1290487433ec4611aa2c1628629c4bc4")
-        self.workers = [PeerID(b"Worker|FIX|%032x" % number) for number in range(2)]
+        self.workers = [PeerID(b"Worker|FIX|%032x" % number) for number in range(workers)]
         self.held: dict[bytes, list[m.Task]] = {}
+        #: each processor's link, and the worker it belongs to
+        self.worker_of: dict[bytes, PeerID] = {}
         self.answered = 0
         self.feed(self.client, [m.Hello(m.PROTOCOL_VERSION, PYTHON, 1, "bench", m.ClientInfo())])
         for number, worker in enumerate(self.workers):
-            info = m.WorkerInfo((), CAPACITY, "", "FIX", lends_processors=True)
+            info = m.WorkerInfo((), capacity, "", "FIX", lends_processors=True)
             self.feed(worker, [m.Hello(m.PROTOCOL_VERSION, PYTHON, 1, "bench", info)])
             link = PeerID(b"Processor|%032x" % number)
             try:  # it stages tiny tasks, as a forked processor says (a tree from before the one route: a lent one)
-                processor = m.ProcessorInfo(b"processor-0", worker, lent=True, max_staged_tasks=64)
+                processor = m.ProcessorInfo(b"processor-0", worker, lent=True, max_staged_tasks=staged)
             except TypeError:
                 processor = m.ProcessorInfo(b"processor-0", worker, lent=True)
             self.feed(link, [m.Hello(m.PROTOCOL_VERSION, PYTHON, 1, "bench", processor)])
             self.held[link] = []
+            self.worker_of[link] = worker
         self.outbox.take()
 
     def _now(self) -> float:
@@ -121,8 +125,13 @@ class Driver:
 
     def feed_frames(self, peer: bytes, frames: list[bytes]) -> None:
         """One burst of the router's reads: this peer's frames, as one multipart message."""
+        self.feed_burst([(peer, frames)])
+
+    def feed_burst(self, messages: list[tuple[bytes, list[bytes]]]) -> None:
+        """One burst of the router's reads: a multipart message from each of these peers, in turn."""
         self.router.in_burst = True
-        self.server._on_frames([zmq.Frame(peer)] + [zmq.Frame(frame) for frame in frames])
+        for peer, frames in messages:
+            self.server._on_frames([zmq.Frame(peer)] + [zmq.Frame(frame) for frame in frames])
         self.router.in_burst = False
         self.server._burst_end()
 
@@ -147,10 +156,12 @@ def _is_task(frame: bytes) -> bool:
     return isinstance(codec.decode(frame), m.Task)
 
 
-def result_frame(worker: bytes, task_frame: bytes, stamp: float) -> bytes:
+def result_frame(worker: bytes, task_frame: bytes, stamp: float, stamped: bool = True) -> bytes:
+    """A processor's result for the task, with its run stamps (`stamped`: a real processor's; the scale harness's fake
+    one sends none)."""
     task = codec.decode(task_frame)
     assert isinstance(task, m.Task)
-    ran = m.RunStamps(stamp, stamp + 0.0001, 3583, stamp - 0.0001)
+    ran = m.RunStamps(stamp, stamp + 0.0001, 3583, stamp - 0.0001) if stamped else None
     return codec.encode(
         m.TaskResult(task.task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"\x80\x05K\x01.", "", m.Profile(),
                      worker, ran)
@@ -166,49 +177,74 @@ def _call_through_c(part: Callable[[], None]) -> None:
     _THROUGH_C(lambda _: part())(None)
 
 
-def one_round(tasks: int, batch: int, spaced: bool = False, queued: int = 0, collect: bool = False) -> float:
-    """CPU seconds per task of the scheduler's part (results are encoded outside the timed part). `spaced`: each
-    result is a burst of its own (U1's tasks of 2 ms: a result at a time reaches the scheduler). `queued`: this many
-    tasks are submitted first (a deep queue, as a client that submits faster than the tasks run leaves). `collect`:
-    each timed part is called through C, for callgrind to count it alone."""
-    driver = Driver()
+@dataclass(frozen=True)
+class Shape:
+    """How the driver's peers send: `batch` tasks to a client's frame; `spaced`: each result a burst of its own (U1's
+    tasks of 2 ms: a result at a time reaches the scheduler); `queued`: this many tasks submitted first (a deep queue,
+    as a client that submits faster than the tasks run leaves); `workers` of `capacity` tasks, a processor's link each
+    that stages `staged`; `together`: the scale harness's fake peers (`scale/fleet.py`), a client's batch and a link's
+    results each one part (`codec.split` reads them), and every link's answers in one burst, as a scheduler behind
+    its reads (under callgrind) finds them."""
+
+    batch: int = 64
+    spaced: bool = False
+    queued: int = 0
+    workers: int = 2
+    capacity: int = CAPACITY
+    staged: int = 64
+    together: bool = False
+
+
+def one_round(tasks: int, shape: Shape, collect: bool = False) -> float:
+    """CPU seconds per task of the scheduler's part (results are encoded outside the timed part). `collect`: each
+    timed part is called through C, for callgrind to count it alone."""
+    driver = Driver(shape.workers, shape.capacity, shape.staged)
     submitted = 0
     spent = 0.0
     call: Callable[[Callable[[], None]], None] = _call_through_c if collect else (lambda part: part())
 
-    def feed(peer: bytes, frames: list[bytes]) -> None:
-        """The timed part: frames read from a peer, and what the core says sent."""
-        driver.feed_frames(peer, frames)
+    def feed(messages: list[tuple[bytes, list[bytes]]]) -> None:
+        """The timed part: frames read from peers in one burst, and what the core says sent."""
+        driver.feed_burst(messages)
         driver.route()
+
+    def timed(messages: list[tuple[bytes, list[bytes]]]) -> None:
+        nonlocal spent
+        started = time.process_time()
+        call(functools.partial(feed, messages))
+        spent += time.process_time() - started
 
     def submit(count: int) -> None:
         """The client's next `count` tasks, fed to the scheduler (timed)."""
-        nonlocal submitted, spent
+        nonlocal submitted
         frames = task_frames(driver.client, submitted, count)
         submitted += count
-        started = time.process_time()
-        call(functools.partial(feed, driver.client, frames))
-        spent += time.process_time() - started
+        timed([(driver.client, [b"".join(frames)] if shape.together else frames)])
 
     gc.collect()
     while driver.answered < tasks:
-        while submitted < min(queued, tasks):
-            submit(min(batch, queued - submitted))
+        while submitted < min(shape.queued, tasks):
+            submit(min(shape.batch, shape.queued - submitted))
         if submitted < tasks:
-            submit(min(batch, tasks - submitted))
+            submit(min(shape.batch, tasks - submitted))
+        answers: list[tuple[bytes, list[bytes]]] = []
         for peer, held in driver.held.items():
             if not held:
                 continue
             given, held[:] = held[:], []
-            worker = driver.workers[int(peer[-1:], 16) % 2]
+            worker = driver.worker_of[peer]
             # each task of each frame (a frame may hold several messages), not the echoes naming the results read
             given = [part for frame in given for part in codec.split(frame) if _is_task(part)]
-            results = [result_frame(worker, frame, driver.now) for frame in given]
+            results = [result_frame(worker, frame, driver.now, stamped=not shape.together) for frame in given]
+            if shape.together:
+                answers.append((peer, [b"".join(results)]))
+                continue
             driver.now += 0.0005
-            for burst in ([result] for result in results) if spaced else [results]:
-                started = time.process_time()
-                call(functools.partial(feed, peer, burst))
-                spent += time.process_time() - started
+            for burst in ([result] for result in results) if shape.spaced else [results]:
+                timed([(peer, burst)])
+        if answers:
+            driver.now += 0.0005
+            timed(answers)
     return spent / tasks
 
 
@@ -220,6 +256,10 @@ def main() -> None:
     parser.add_argument("--spaced", action="store_true", help="each result a burst of its own (U1's 2 ms tasks)")
     parser.add_argument("--queued", type=int, default=0, help="tasks submitted before the first result")
     parser.add_argument("--collect", action="store_true", help="the last round's timed parts called through C")
+    parser.add_argument("--workers", type=int, default=2, help="workers, a processor's link each")
+    parser.add_argument("--capacity", type=int, default=CAPACITY, help="tasks a worker holds at once")
+    parser.add_argument("--staged", type=int, default=64, help="tasks a link stages behind the one it computes")
+    parser.add_argument("--together", action="store_true", help="the scale harness's fake peers (Shape)")
     arguments = parser.parse_args()
     # as the scheduler process sets them
     gc.set_threshold(YOUNG_COLLECTION_ALLOCATIONS, MIDDLE_COLLECTION_YOUNG, gc.get_threshold()[2])
@@ -230,10 +270,13 @@ def main() -> None:
             pass
         else:
             fix_heap_thresholds()
-    shape = (arguments.batch, arguments.spaced, arguments.queued)
+    shape = Shape(
+        arguments.batch, arguments.spaced, arguments.queued, arguments.workers, arguments.capacity, arguments.staged,
+        arguments.together,
+    )  # fmt: skip
     last = arguments.rounds - 1
     figures = [
-        one_round(arguments.tasks, *shape, collect=arguments.collect and index == last) * 1e6
+        one_round(arguments.tasks, shape, collect=arguments.collect and index == last) * 1e6
         for index in range(arguments.rounds)
     ]
     print(

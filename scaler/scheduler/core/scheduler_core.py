@@ -236,9 +236,13 @@ class SchedulerCore:
             return  # never answered, so that two peers cannot bounce errors forever
         handlers: Handlers
         now, routing = self.state.now, self.routing
-        client = self.clients.get(peer)  # each table asked only when the one before does not know the peer
-        worker = self.workers.get(peer) if client is None else None
-        manager = self.managers.get(peer) if client is None and worker is None else None
+        # each table asked only when the one before does not know the peer; a client's tasks and a processor's results
+        # (one each per task) first
+        client = self.clients.get(peer)
+        worker = manager = None
+        if client is None and peer not in self.processors:
+            worker = self.workers.get(peer)
+            manager = self.managers.get(peer) if worker is None else None
         if client is not None:
             if client.is_away:
                 self.client_sessions.back(peer, resuming=isinstance(message, m.ClientResume))

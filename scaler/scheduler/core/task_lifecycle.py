@@ -56,6 +56,9 @@ _RESULT_EVENTS = {
     ResultStatus.INPUT_UNREACHABLE: TaskEvent.INPUT_UNREACHABLE,
 }
 
+#: The states in which a worker's result finishes a task (the table's FINISH for RESULT).
+_FINISHED_BY_RESULT = frozenset(state for state in TaskState if outcome(state, TaskEvent.RESULT) is Outcome.FINISH)
+
 #: Clients whose submit cause is kept for sharing (`submit`); past it the cache starts again.
 MAX_SHARED_CAUSES = 4096
 #: The story's cause of a task's first few dispatches, one object each for every task: a cause made per dispatch was a
@@ -91,6 +94,8 @@ class TaskLifecycle:
         #: each client's "submitted by" cause, one tuple for all its tasks' stories (a tuple per task was 56 bytes of
         #: every queued task)
         self._submitted_causes: dict[ClientID, tuple[str, ClientID]] = {}
+        #: each worker's "result success" cause, one tuple for all its results' stories (`_succeeded_on`)
+        self._success_causes: dict[PeerID, Words] = {}
         self.now = 0.0
         #: why the transition being carried out happens (for the task's story); set by `apply`
         self._cause: Words = ""
@@ -177,8 +182,23 @@ class TaskLifecycle:
             self.apply(result.task_id, TaskEvent.WORKER_LOST, reason=result.error_message or "its host was lost")
             return
         status = result.status  # an enum member hashes through a Python call: the common status is not looked up
+        if status is ResultStatus.SUCCESS and not result.error_message and record.state in _FINISHED_BY_RESULT:
+            # on the path of every task: `_apply`'s outcome and cause, without the event's details
+            if self._tasks.stories.enabled:
+                self._cause = self._succeeded_on(worker)
+            self._finish(record, result)
+            return
         event = TaskEvent.RESULT if status is ResultStatus.SUCCESS else _RESULT_EVENTS.get(status, TaskEvent.RESULT)
         self._apply(record, event, {"result": result})
+
+    def _succeeded_on(self, worker: PeerID) -> Words:
+        """The story's cause of a successful result from `worker` (`cause_of`'s), one object for all its results."""
+        cause = self._success_causes.get(worker)
+        if cause is None:
+            if len(self._success_causes) >= MAX_SHARED_CAUSES:
+                self._success_causes.clear()
+            cause = self._success_causes[worker] = ("result {} from worker {}", ResultStatus.SUCCESS._value_, worker)
+        return cause
 
     def cancel_confirmed_by(self, worker: PeerID, confirm: TaskCancelConfirm) -> None:
         record = self._tasks.get(confirm.task_id)
@@ -402,7 +422,7 @@ class TaskLifecycle:
         """The queue key whose best task `worker` takes (None: none it can run), and that task's entry."""
         queue, records = self._tasks.queue, self._tasks.records
         best_key, best_entry = None, None
-        for key in list(queue.queued_count):
+        for key in queue.queued_count:  # not copied: `peek` may drop a key's emptied heap, never a count
             if not worker.can_run(key):  # the key is () when capabilities are ignored, but for a memory floor
                 continue
             entry = queue.peek(key, records)
@@ -477,7 +497,8 @@ class TaskLifecycle:
                 self._object_hosts.made(ObjectID(result.payload), maker.hostname)
             if result.stored_bytes >= RESULT_FROM_BYTES and result.status is ResultStatus.SUCCESS:
                 self._keep_until_stored(record, ObjectID(result.payload))
-        self._tasks.stories.ran(record.task_id, ran_on, record.attempts, result)
+        if result.ran is not None:  # the processor's own times (the scale harness's fake ones send none)
+            self._tasks.stories.ran(record.task_id, ran_on, record.attempts, result)
         run_seconds = self._learn_run_time(record, result)
         self._release_worker(record)
         if result.status is ResultStatus.SUCCESS:
@@ -600,7 +621,8 @@ class TaskLifecycle:
         worker = self._workers.get(record.worker) if record.worker is not None else None
         started = record.dispatched_at
         if worker is not None:
-            started = max(started, worker.last_finished_at)
+            if worker.last_finished_at > started:  # `max`, without the call: once per task
+                started = worker.last_finished_at
             worker.last_finished_at = self.now
         seconds = result.profile.duration_seconds or self.now - started
         if result.status is ResultStatus.SUCCESS:

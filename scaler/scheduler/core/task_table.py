@@ -207,10 +207,11 @@ class TaskTable:
         counts = self._move(record, was, _END_INDEX.get(ending, _FAILED_INDEX))
         owned = self._by_client.get(record.client_id)
         if owned is not None:
-            if len(owned) > COMPACTED_EVERY:
-                self._compact_owned(record.client_id, owned)
-            elif not counts[0] + counts[1] + counts[HELD_INDEX]:  # `live_of`, its client's counts at hand
+            live = counts[0] + counts[1] + counts[HELD_INDEX]  # `live_of`, its client's counts at hand
+            if not live:
                 del self._by_client[record.client_id]
+            elif len(owned) > 2 * live + COMPACTED_EVERY:  # `_compact_owned`'s test, without its call per task
+                owned[:] = self.owned_by(record.client_id)
         if was == HELD_INDEX:
             self._held(record.traits.priority, -1)
         self._note(record, ending, now, ran_on, run_seconds, peak_memory_bytes)
