@@ -85,6 +85,7 @@ class ScalerFuture(concurrent.futures.Future[T]):
         self._made_condition: threading.Condition | None = None
         self._made_waiters: list[Any] | None = None  #: `_waiters`, made when first used
         self._made_callbacks: list[Callable[[concurrent.futures.Future[T]], object]] | None = None
+        self._made_value_lock: threading.RLock | None = None  #: `_value_lock`, made when first read
         #: for the task's story: when it was made (submitted) and answered, wall clock; who asks the scheduler
         self._submitted_at = time.time()
         self._answered_at = 0.0
@@ -117,6 +118,22 @@ class ScalerFuture(concurrent.futures.Future[T]):
     @_condition.setter
     def _condition(self, condition: threading.Condition) -> None:
         self._made_condition = condition
+
+    @property
+    def _value_lock(self) -> threading.RLock:
+        """Held while the value is read (`_materialize`, `read_before_taken`): one read at a time, a second reader
+        then finds the first one's value. Not the future's condition: `concurrent.futures.wait`, `as_completed`, done
+        callbacks and the client's I/O thread completing futures take that one, and a read lasts as long as its
+        transfer, or as long as the result's write when the result was announced while written: under the condition,
+        a `wait` on a future read early would wait for the read, and an `as_completed` would hold the conditions of
+        the futures it took before it meanwhile, so the I/O thread completing those would wait too."""
+        lock = self._made_value_lock
+        if lock is None:
+            with _MAKING_CONDITIONS:
+                lock = self._made_value_lock
+                if lock is None:
+                    lock = self._made_value_lock = threading.RLock()
+        return lock
 
     @property
     def _waiters(self) -> list[Any]:
@@ -336,7 +353,7 @@ class ScalerFuture(concurrent.futures.Future[T]):
         raw = self._raw
         if self._value is not _UNSET or self._error is not None or raw is None:
             return False
-        with self._condition:
+        with self._value_lock:
             if self._value is not _UNSET or self._error is not None or raw.status is not m.ResultStatus.SUCCESS:
                 return False
             assert self._reader is not None
@@ -361,7 +378,7 @@ class ScalerFuture(concurrent.futures.Future[T]):
         unreachable) is not the task's outcome: it is raised and not remembered, and the next call reads again."""
         if self._value is not _UNSET or self._error is not None or self._raw is None:
             return
-        with self._condition:  # the future's own reentrant lock
+        with self._value_lock:
             if self._value is not _UNSET or self._error is not None:
                 return
             assert self._reader is not None

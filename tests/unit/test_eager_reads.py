@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import gc
 import threading
 import time
@@ -145,3 +146,49 @@ def test_an_early_read_is_what_result_returns_and_taking_it_releases_its_bytes()
     assert not future.read_before_taken(lambda: taken.append(False)), "a value read once is not read again"
     assert future.result(timeout=1) == b"the value" and future.result(timeout=1) == b"the value"
     assert taken == [True] and reader.reads == 2
+
+
+class HeldReader:
+    """A result reader whose read lasts until `release` is set (at most READ_BOUND_SECONDS): a result announced while
+    its write is held, read early."""
+
+    READ_BOUND_SECONDS = 15.0
+
+    def __init__(self) -> None:
+        self.reads = 0
+        self.reading = threading.Event()
+        self.release = threading.Event()
+        self.read_ended = threading.Event()
+
+    def read(self, result: m.TaskResult) -> bytes:
+        self.reads += 1
+        self.reading.set()
+        self.release.wait(self.READ_BOUND_SECONDS)
+        self.read_ended.set()
+        return b"the value"
+
+
+def test_waiting_on_a_future_does_not_wait_for_its_early_read() -> None:
+    """`concurrent.futures.wait`, `as_completed` and a done callback of a future whose value is being read early
+    answer during the read (they take the future's condition, which the read does not hold), and the user's result()
+    then waits for that read and takes its value. Fails with the read under the future's condition
+    (ScalerFuture._value_lock returning `self._condition`): wait() returns only once the read ended."""
+    reader = HeldReader()
+    future: ScalerFuture[bytes] = ScalerFuture(TaskID(b"v" * 16), reader, None)  # type: ignore[arg-type]
+    future.set_task_result(m.TaskResult(TaskID(b"v" * 16), m.ResultStatus.SUCCESS, m.PayloadKind.OBJECT_ID, b"o" * 16))
+    taken = threading.Event()
+    with concurrent.futures.ThreadPoolExecutor(2) as threads:
+        early = threads.submit(future.read_before_taken, taken.set)
+        try:
+            assert reader.reading.wait(10)
+            done, _ = concurrent.futures.wait([future])
+            called: list[object] = []
+            future.add_done_callback(called.append)
+            completed = list(concurrent.futures.as_completed([future]))
+            assert not reader.read_ended.is_set(), "waiting on the future waited for its early read"
+            assert done == {future} and called == [future] and completed == [future]
+            taking = threads.submit(future.result)
+        finally:
+            reader.release.set()
+        assert early.result(30) and taking.result(30) == b"the value"
+    assert taken.is_set() and reader.reads == 1, "the user's result() read the value again"
