@@ -186,8 +186,15 @@ class ScalerFuture(concurrent.futures.Future[T]):
         return html_table("ScalerFuture", [("task", self._task_id.hex()), ("state", self._display_state())])
 
     def _display_state(self) -> str:
+        """What a repr shows. A successful task's value not read yet is not read for it (a repr in a notebook or a
+        log line would fetch a large result, and mark a result read early as taken): it shows as finished."""
         done, cancelled = self.done(), self.cancelled()
-        failed = self.exception(timeout=0) if done and not cancelled else None
+        failed = None
+        if done and not cancelled:
+            raw = self._raw
+            unread = raw is not None and raw.status is m.ResultStatus.SUCCESS and self._value is _UNSET
+            if not unread or self._error is not None:
+                failed = self.exception(timeout=0)
         return future_state(done, cancelled, self.running(), failed)
 
     # ------------------------------------------------------------ completion: what the client's I/O thread (and its
