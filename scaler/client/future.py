@@ -8,6 +8,7 @@ unless a reading thread read it first: client/eager_reads.py). Futures work with
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import concurrent.futures
 import threading
@@ -85,7 +86,9 @@ class ScalerFuture(concurrent.futures.Future[T]):
         self._made_condition: threading.Condition | None = None
         self._made_waiters: list[Any] | None = None  #: `_waiters`, made when first used
         self._made_callbacks: list[Callable[[concurrent.futures.Future[T]], object]] | None = None
-        self._made_value_lock: threading.RLock | None = None  #: `_value_lock`, made when first read
+        #: `_value_lock`, made when first read (`_thread.RLock`: what `threading.RLock()` makes, a class the API
+        #: reference can name; `threading.RLock` is a function)
+        self._made_value_lock: _thread.RLock | None = None
         #: for the task's story: when it was made (submitted) and answered, wall clock; who asks the scheduler
         self._submitted_at = time.time()
         self._answered_at = 0.0
@@ -120,7 +123,7 @@ class ScalerFuture(concurrent.futures.Future[T]):
         self._made_condition = condition
 
     @property
-    def _value_lock(self) -> threading.RLock:
+    def _value_lock(self) -> _thread.RLock:
         """Held while the value is read (`_materialize`, `read_before_taken`): one read at a time, a second reader
         then finds the first one's value. Not the future's condition: `concurrent.futures.wait`, `as_completed`, done
         callbacks and the client's I/O thread completing futures take that one, and a read lasts as long as its
