@@ -376,6 +376,12 @@ class ObjectStorageConnection:
         #: (set before the first `put_followed`)
         self.on_followed_settled: Callable[[], None] | None = None
 
+    def open(self) -> None:
+        """Open the socket now rather than at the first request: its connection and handshake go on meanwhile."""
+        with self._lock:
+            if not self._is_closed:
+                _ = self._link.socket
+
     @property
     def address(self) -> str:
         return self._address

@@ -54,8 +54,10 @@ class ProcessorSettings:
 
 
 class _Storage:
-    """Opens the object storage connection on first use, once the agent said where storage is: the storage server, or
-    the host's cache of it (host_cache/), whose CURVE key the agent names too."""
+    """The object storage connection, once the agent said where storage is: the storage server, or the host's cache of
+    it (host_cache/), whose CURVE key the agent names too. Opened as soon as the processor knows where (`open_early`,
+    on a thread of its own), so that a fresh processor's first task does not import, build and connect it; else, or
+    if that failed, on first use."""
 
     def __init__(self, sockets: SocketFactory, timeout_seconds: float) -> None:
         self._sockets = sockets
@@ -63,23 +65,33 @@ class _Storage:
         self.address = ""
         self.server_key = ""  #: the CURVE public key of the server at `address` when not the servers' own
         self._connection: Any = None
+        self._making = threading.Lock()  #: one connection, whether `open_early` or a task makes it first
         self._own_sockets: SocketFactory | None = None  #: secured with `server_key`, made for the cache
         #: called on a writer's thread each time the writes readers follow are all finished (followed_put.py)
         self.on_settled: Callable[[], None] | None = None
 
     def __call__(self) -> Any:
-        if self._connection is None:
-            from scaler.object_storage.connection import ObjectStorageConnection
+        with self._making:
+            return self._connection if self._connection is not None else self._make()
 
-            if not self.address:
-                raise RuntimeError("object storage address unknown: the worker has not heard from the scheduler")
-            sockets, timeout = self._sockets_for_server(), self._timeout_seconds
-            connection = ObjectStorageConnection(
-                self.address, role="processor", sockets=sockets, timeout_seconds=timeout
-            )
-            connection.on_followed_settled = self.on_settled
-            self._connection = connection
-        return self._connection
+    def _make(self) -> Any:
+        from scaler.object_storage.connection import ObjectStorageConnection
+
+        if not self.address:
+            raise RuntimeError("object storage address unknown: the worker has not heard from the scheduler")
+        sockets, timeout = self._sockets_for_server(), self._timeout_seconds
+        connection = ObjectStorageConnection(self.address, role="processor", sockets=sockets, timeout_seconds=timeout)
+        connection.on_followed_settled = self.on_settled
+        self._connection = connection
+        return connection
+
+    def open_early(self) -> None:
+        """Make the connection and open its socket now: the import, the socket and its handshake (CURVE) are done
+        before a task asks. A failure is left to the first request, which reports it to its task."""
+        try:
+            self().open()  # the one already made, if a task or an earlier configure made it
+        except Exception as error:  # the address is wrong, or storage moved meanwhile: a task's request will say
+            logger.debug("object storage connection not opened ahead of tasks: %s: %s", type(error).__name__, error)
 
     def _sockets_for_server(self) -> SocketFactory:
         security = self._sockets.security
@@ -90,14 +102,17 @@ class _Storage:
         return self._own_sockets
 
     def configure(self, address: str, server_key: str) -> bool:
-        """Where storage is. True when it was known and is another place now (the host's cache was replaced): the
-        connection there is closed, and the next request opens one at the new place."""
+        """Where storage is; the connection there is opened now, before a task asks (`open_early`). True when it was
+        known and is another place now (the host's cache was replaced): the connection there is closed."""
         moved = bool(self.address) and (address, server_key) != (self.address, self.server_key)
         self.address, self.server_key = address, server_key
         if moved:  # closed on a thread: a task may hold the old connection's lock until its request fails
-            connection, sockets = self._connection, self._own_sockets
-            self._connection = self._own_sockets = None
+            with self._making:
+                connection, sockets = self._connection, self._own_sockets
+                self._connection = self._own_sockets = None
             threading.Thread(target=_close_all, args=(connection, sockets), daemon=True).start()
+        # on a thread: this is called under the processor's threads' lock, and the first import takes a while
+        threading.Thread(target=self.open_early, name="storage-open", daemon=True).start()
         return moved
 
     def writing(self) -> bool:
