@@ -86,9 +86,6 @@ class ScalerFuture(concurrent.futures.Future[T]):
         self._made_condition: threading.Condition | None = None
         self._made_waiters: list[Any] | None = None  #: `_waiters`, made when first used
         self._made_callbacks: list[Callable[[concurrent.futures.Future[T]], object]] | None = None
-        #: `_value_lock`, made when first read (`_thread.RLock`: what `threading.RLock()` makes, a class the API
-        #: reference can name; `threading.RLock` is a function)
-        self._made_value_lock: _thread.RLock | None = None
         #: for the task's story: when it was made (submitted) and answered, wall clock; who asks the scheduler
         self._submitted_at = time.time()
         self._answered_at = 0.0
@@ -130,12 +127,15 @@ class ScalerFuture(concurrent.futures.Future[T]):
         transfer, or as long as the result's write when the result was announced while written: under the condition,
         a `wait` on a future read early would wait for the read, and an `as_completed` would hold the conditions of
         the futures it took before it meanwhile, so the I/O thread completing those would wait too."""
-        lock = self._made_value_lock
+        # kept in the instance's dict only once made: a pending future holds no entry for it (on Python 3.10 one more
+        # attribute set in __init__ grows every future's dict past test_future_memory's bound); `_thread.RLock` is the
+        # class `threading.RLock()` makes, which the API reference can name (`threading.RLock` is a function)
+        lock: _thread.RLock | None = self.__dict__.get("_made_value_lock")
         if lock is None:
             with _MAKING_CONDITIONS:
-                lock = self._made_value_lock
+                lock = self.__dict__.get("_made_value_lock")
                 if lock is None:
-                    lock = self._made_value_lock = threading.RLock()
+                    lock = self.__dict__["_made_value_lock"] = threading.RLock()
         return lock
 
     @property
