@@ -66,6 +66,9 @@ _MAKING_CONDITIONS = threading.Lock()
 
 
 class ScalerFuture(concurrent.futures.Future[T]):
+    #: attributes set on some futures only (read early): slots, not entries of the instance's dict, which on Python
+    #: 3.10 would stop every later future sharing its dict's keys (about 80 bytes more a pending future)
+    __slots__ = ("_made_value_lock", "_on_taken")
     #: True for a job's task (`jobs.JobFuture`): the client's leaving does not cancel it
     outlives_client: ClassVar[bool] = False
 
@@ -127,15 +130,14 @@ class ScalerFuture(concurrent.futures.Future[T]):
         transfer, or as long as the result's write when the result was announced while written: under the condition,
         a `wait` on a future read early would wait for the read, and an `as_completed` would hold the conditions of
         the futures it took before it meanwhile, so the I/O thread completing those would wait too."""
-        # kept in the instance's dict only once made: a pending future holds no entry for it (on Python 3.10 one more
-        # attribute set in __init__ grows every future's dict past test_future_memory's bound); `_thread.RLock` is the
-        # class `threading.RLock()` makes, which the API reference can name (`threading.RLock` is a function)
-        lock: _thread.RLock | None = self.__dict__.get("_made_value_lock")
+        # a slot set when first made; `_thread.RLock` is the class `threading.RLock()` makes, which the API reference
+        # can name (`threading.RLock` is a function)
+        lock: _thread.RLock | None = getattr(self, "_made_value_lock", None)
         if lock is None:
             with _MAKING_CONDITIONS:
-                lock = self.__dict__.get("_made_value_lock")
+                lock = getattr(self, "_made_value_lock", None)
                 if lock is None:
-                    lock = self.__dict__["_made_value_lock"] = threading.RLock()
+                    lock = self._made_value_lock = threading.RLock()
         return lock
 
     @property
@@ -371,14 +373,23 @@ class ScalerFuture(concurrent.futures.Future[T]):
             try:
                 self._value = self._reader.read(raw)
             except BaseException:
-                self.__dict__.pop("_on_taken", None)
+                self._pop_taken()
                 raise
             return True
 
     def _taken(self) -> None:
-        taken = self.__dict__.pop("_on_taken", None)  # set only on a future read early: none on most
+        taken = self._pop_taken()  # set only on a future read early: none on most
         if taken is not None:
             taken()
+
+    def _pop_taken(self) -> Callable[[], None] | None:
+        taken: Callable[[], None] | None = getattr(self, "_on_taken", None)
+        if taken is not None:
+            try:
+                del self._on_taken
+            except AttributeError:  # another thread took it first: it calls it
+                return None
+        return taken
 
     def _materialize(self) -> None:
         """Turn the task's answer into its value or its error, once: both are remembered. A task that failed carries its
