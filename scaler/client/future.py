@@ -65,10 +65,23 @@ DEFAULT_CANCEL_TIMEOUT_SECONDS = 30.0
 _MAKING_CONDITIONS = threading.Lock()
 
 
+class _Seldom:
+    """A future's parts that most pending futures never need, made together when the first is (`ScalerFuture._parts`):
+    one attribute of the future's dict for all three. An attribute set outside `__init__` stops, on Python 3.10, every
+    later future sharing its dict's keys, and `__slots__` on the future stops its dict being inline on Python 3.13:
+    either costs about 80 to 230 bytes a pending future (test_future_memory)."""
+
+    __slots__ = ("cancel_answered", "on_taken", "value_lock")
+
+    def __init__(self) -> None:
+        self.cancel_answered: threading.Event | None = None  #: made by cancel(), the rare case
+        #: held while the value is read (`ScalerFuture._value_lock`); `_thread.RLock` is the class `threading.RLock()`
+        #: makes, which the API reference can name (`threading.RLock` is a function)
+        self.value_lock: _thread.RLock | None = None
+        self.on_taken: Callable[[], None] | None = None  #: set on a future read early, until its value is taken
+
+
 class ScalerFuture(concurrent.futures.Future[T]):
-    #: attributes set on some futures only (read early): slots, not entries of the instance's dict, which on Python
-    #: 3.10 would stop every later future sharing its dict's keys (about 80 bytes more a pending future)
-    __slots__ = ("_made_value_lock", "_on_taken")
     #: True for a job's task (`jobs.JobFuture`): the client's leaving does not cancel it
     outlives_client: ClassVar[bool] = False
 
@@ -101,7 +114,7 @@ class ScalerFuture(concurrent.futures.Future[T]):
         self._raw: m.TaskResult | None = None
         self._value: Any = _UNSET
         self._error: BaseException | None = None
-        self._cancel_answered: threading.Event | None = None  #: made by cancel(), the rare case
+        self._seldom: _Seldom | None = None  #: made when first used (`_parts`)
         self._reading = reading
         self._wakes_reader = False  #: its completion wakes a thread that reads the connection (once registered)
 
@@ -130,15 +143,24 @@ class ScalerFuture(concurrent.futures.Future[T]):
         transfer, or as long as the result's write when the result was announced while written: under the condition,
         a `wait` on a future read early would wait for the read, and an `as_completed` would hold the conditions of
         the futures it took before it meanwhile, so the I/O thread completing those would wait too."""
-        # a slot set when first made; `_thread.RLock` is the class `threading.RLock()` makes, which the API reference
-        # can name (`threading.RLock` is a function)
-        lock: _thread.RLock | None = getattr(self, "_made_value_lock", None)
+        parts = self._parts
+        lock = parts.value_lock
         if lock is None:
             with _MAKING_CONDITIONS:
-                lock = getattr(self, "_made_value_lock", None)
+                lock = parts.value_lock
                 if lock is None:
-                    lock = self._made_value_lock = threading.RLock()
+                    lock = parts.value_lock = threading.RLock()
         return lock
+
+    @property
+    def _parts(self) -> _Seldom:
+        parts = self._seldom
+        if parts is None:
+            with _MAKING_CONDITIONS:
+                parts = self._seldom
+                if parts is None:
+                    parts = self._seldom = _Seldom()
+        return parts
 
     @property
     def _waiters(self) -> list[Any]:
@@ -208,9 +230,9 @@ class ScalerFuture(concurrent.futures.Future[T]):
     def _answered(self) -> None:
         if not self._answered_at:
             self._answered_at = time.time()
-        event = self._cancel_answered
-        if event is not None:
-            event.set()
+        parts = self._seldom
+        if parts is not None and parts.cancel_answered is not None:
+            parts.cancel_answered.set()
 
     def set_task_result(self, result: m.TaskResult) -> None:
         """The task's answer; its value (or error) is read from it when first asked for."""
@@ -313,12 +335,14 @@ class ScalerFuture(concurrent.futures.Future[T]):
             return self.cancelled()
         if self._request_cancel is None:
             return self._cancel_and_notify()
+        parts = self._parts
         with self._condition:
-            if self._cancel_answered is None:
-                self._cancel_answered = threading.Event()
+            if parts.cancel_answered is None:
+                parts.cancel_answered = threading.Event()
+            answered = parts.cancel_answered
         self._request_cancel(self._task_id)
         if not self.done():
-            self._cancel_answered.wait(DEFAULT_CANCEL_TIMEOUT_SECONDS if timeout is None else timeout)
+            answered.wait(DEFAULT_CANCEL_TIMEOUT_SECONDS if timeout is None else timeout)
         return self.cancelled()
 
     def profiling_info(self) -> Any:
@@ -369,7 +393,7 @@ class ScalerFuture(concurrent.futures.Future[T]):
             if self._value is not _UNSET or self._error is not None or raw.status is not m.ResultStatus.SUCCESS:
                 return False
             assert self._reader is not None
-            self._on_taken = taken  # before the value shows: a user who sees it takes it
+            self._parts.on_taken = taken  # before the value shows: a user who sees it takes it
             try:
                 self._value = self._reader.read(raw)
             except BaseException:
@@ -383,12 +407,11 @@ class ScalerFuture(concurrent.futures.Future[T]):
             taken()
 
     def _pop_taken(self) -> Callable[[], None] | None:
-        taken: Callable[[], None] | None = getattr(self, "_on_taken", None)
-        if taken is not None:
-            try:
-                del self._on_taken
-            except AttributeError:  # another thread took it first: it calls it
-                return None
+        parts = self._seldom
+        if parts is None or parts.on_taken is None:
+            return None
+        with _MAKING_CONDITIONS:  # one of two threads taking it at once calls it
+            taken, parts.on_taken = parts.on_taken, None
         return taken
 
     def _materialize(self) -> None:
