@@ -19,6 +19,7 @@ from __future__ import annotations
 import gc
 import os
 import types
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,28 @@ def _scripts_find_the_backend(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(SITE), os.environ.get("PYTHONPATH")])))
 
 
+#: the generators of the module's Parallel calls (`Parallel._get_outputs`, wrapped while the module runs), while they
+#: live
+_outputs: weakref.WeakSet[types.GeneratorType] = weakref.WeakSet()  # type: ignore[type-arg]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _outputs_tracked() -> Iterator[None]:
+    """Each generator a Parallel call makes is remembered (weakly) as it is made, for `_generators_closed_here`: cheaper
+    than looking for them after each test among every object of the process (`gc.get_objects()`)."""
+    get_outputs = Parallel._get_outputs
+
+    def tracked(self: Parallel, *args: Any, **kwargs: Any) -> Any:
+        generator = get_outputs(self, *args, **kwargs)
+        _outputs.add(generator)
+        return generator
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Parallel, "_get_outputs", tracked)
+        yield
+    _outputs.clear()
+
+
 @pytest.fixture(autouse=True)
 def _generators_closed_here() -> Iterator[None]:
     """What a test of joblib's leaves behind ends with it, in this thread, under this module's warnings filter: the
@@ -95,20 +118,11 @@ def _generators_closed_here() -> Iterator[None]:
     another module that collects garbage in a thread: that test fails (PytestUnraisableExceptionWarning of joblib's
     warning) without this fixture, and passes with it."""
     yield
-    unfinished = _unfinished_parallel_generators()
+    unfinished = [generator for generator in list(_outputs) if generator.gi_frame is not None]
     for generator in unfinished:
         generator.close()
     if unfinished:  # what they held (their Parallel, its backend and client) too; a full collection costs ~0.1 s
         gc.collect()
-
-
-def _unfinished_parallel_generators() -> list[types.GeneratorType]:  # type: ignore[type-arg]
-    outputs = Parallel._get_outputs.__code__
-    return [
-        item
-        for item in gc.get_objects()
-        if type(item) is types.GeneratorType and item.gi_code is outputs and item.gi_frame is not None
-    ]
 
 
 def _recursive_parallel_naming_the_backend() -> list[object]:

@@ -87,11 +87,18 @@ def headless_chromium(folder: Path) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def module_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Addresses]:
+def metrics_port() -> int:
+    """The port of the module stack's scheduler's own /metrics (`--metrics-address`)."""
+    return free_tcp_port_block(1)
+
+
+@pytest.fixture(scope="module")
+def module_stack(tmp_path_factory: pytest.TempPathFactory, metrics_port: int) -> Iterator[Addresses]:
     """One stack of two workers for the module's tests that run tasks and read them on a dashboard of their own
     (a fresh dashboard's task log holds only the test's tasks; the scheduler's counters run on over the module, so
-    these tests count from the figures they find)."""
-    with running_stack(tmp_path_factory.mktemp("dashboard-stack"), workers=2) as addresses:
+    these tests count from the figures they find); its scheduler serves /metrics itself on `metrics_port`."""
+    arguments = ("--metrics-address", f"127.0.0.1:{metrics_port}")
+    with running_stack(tmp_path_factory.mktemp("dashboard-stack"), workers=2, scheduler_args=arguments) as addresses:
         yield addresses
 
 
@@ -241,30 +248,25 @@ def test_metrics_parse_and_count_a_known_map(launcher: Launcher, idle_stack: Add
     assert len(memory) == len(limits) == 2 and all(0 < used < limit for used, limit in zip(memory, limits, strict=True))
 
 
-def test_the_scheduler_serves_metrics_itself(launcher: Launcher) -> None:
-    """`--metrics-address` on the scheduler: /metrics without a dashboard process. Checked by switching it off:
-    without the flag nothing answers on the port and the fetch fails."""
+def test_the_scheduler_serves_metrics_itself(idle_stack: Addresses, metrics_port: int) -> None:
+    """`--metrics-address` on the scheduler (the module stack's): /metrics without a dashboard process. Checked by
+    switching it off: without the flag nothing answers on the port and the fetch fails."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    port = free_tcp_port_block(1)
-    addresses, scheduler, _storage = launcher.stack(
-        workers=1, scheduler_args=("--metrics-address", f"127.0.0.1:{port}")
-    )
-    scheduler.wait_for_log(f"metrics at http://127.0.0.1:{port}/metrics")
-    with Client(address=addresses.scheduler) as client:
-        assert client.map(slow_square, range(5)) == [x * x for x in range(5)]
-
     def finished() -> float:
-        text = fetch(f"http://127.0.0.1:{port}/metrics")
+        text = fetch(f"http://127.0.0.1:{metrics_port}/metrics")
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
                 if sample.name == "scaler_tasks_finished_total" and sample.labels == {"state": "success"}:
                     return sample.value
         return 0
 
-    wait_for(lambda: finished() == 5, "the scheduler's /metrics to count 5 tasks")
+    before = finished()  # the module's tests before ran tasks on this scheduler
+    with Client(address=idle_stack.scheduler) as client:
+        assert client.map(slow_square, range(5)) == [x * x for x in range(5)]
+    wait_for(lambda: finished() == before + 5, "the scheduler's /metrics to count 5 more tasks")
     with pytest.raises(urllib.error.HTTPError, match="404"):
-        fetch(f"http://127.0.0.1:{port}/state")
+        fetch(f"http://127.0.0.1:{metrics_port}/state")
 
 
 def test_scaler_ui_reads_the_seeds_webui_section(launcher: Launcher, tmp_path: Path) -> None:

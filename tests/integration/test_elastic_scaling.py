@@ -81,15 +81,11 @@ def assert_no_worker_left(addresses: Addresses) -> None:
 # ---------------------------------------------------------------- (a) from zero, and back to zero
 
 
-@pytest.mark.parametrize(
-    "policy",
-    ["allocate=even_load; scaling=vanilla", "allocate=even_load; scaling=work; cooldown_seconds=3"],
-    ids=["vanilla", "work"],
-)
-def test_workers_follow_the_load_from_zero_and_back(
-    launcher: Launcher, make_stack: Callable[..., Addresses], policy: str
-) -> None:
-    addresses = make_stack("--policy-content", policy)
+def test_workers_follow_the_load_from_zero_and_back(launcher: Launcher, make_stack: Callable[..., Addresses]) -> None:
+    """With the default policy's scaling (vanilla). The work policy's way back to zero (a full cooldown without work)
+    runs here in the cost policy's test, which descends as work does (CostScaling is a WorkScaling), and on a
+    simulated clock in tests/simulation/test_scaling_simulation.py::test_scales_to_zero_when_idle."""
+    addresses = make_stack("--policy-content", "allocate=even_load; scaling=vanilla")
     manager = start_manager(launcher, addresses, "m1", "-mtc", "4")
     with monitor(addresses.monitor) as next_snapshot:
         first = next_snapshot(lambda snapshot: manager_of(snapshot, "m1") is not None)
