@@ -95,9 +95,18 @@ class HubStack:
         self.popen.wait(30)
 
 
+def one_unit(text: str) -> str:
+    """The stack file with one unit of two workers at most (its max_task_concurrency 8 makes four units of a map of
+    eight tasks or more; a unit's boot and its workers cost about 3.6 CPU-s)."""
+    edited = text.replace("max_task_concurrency = 8", "max_task_concurrency = 2")
+    assert edited != text, "the file's max_task_concurrency changed: edit the test"
+    return edited
+
+
 @pytest.fixture
 def hub_stack(fake_cloud: Any, tmp_path: Path) -> Iterator[HubStack]:
-    yield from _stack_taken_down(HubStack(tmp_path))
+    """A stack of one unit (`one_unit`): a map of twelve tasks runs in six waves, so a cut falls mid-map."""
+    yield from _stack_taken_down(HubStack(tmp_path, edit=one_unit))
 
 
 @pytest.fixture
@@ -147,7 +156,8 @@ def test_the_laptop_side_killed_and_started_again_within_the_lease_adopts_everyt
 ) -> None:
     hub_stack = long_lease_hub_stack
     with Client(hub_stack.scheduler, timeout_seconds=120) as client:
-        assert [future.result() for future in [client.submit(slow_identity, x) for x in range(4)]] == list(range(4))
+        # two tasks, one unit's worth at the file's work_tasks_per_worker=1 (two workers a unit)
+        assert [future.result() for future in [client.submit(slow_identity, x) for x in range(2)]] == list(range(2))
     units = live_units("ecs", "ecs")
     assert units >= 1
     hub_stack.kill()
