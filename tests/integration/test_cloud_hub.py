@@ -79,6 +79,13 @@ class HubStack:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def wait_for_log(self, text: str, what: str, timeout_seconds: float, context: Callable[[], str] = str) -> None:
+        """Wait for `text` in the launcher's log; a failure quotes the log's end and `context()`."""
+        try:
+            wait_for(lambda: text in self.log(), what, timeout_seconds)
+        except AssertionError as error:
+            raise AssertionError(f"{error}; {context()}; the launcher's log:\n{self.log()[-6000:]}") from None
+
     def forwarder(self) -> psutil.Process:
         children = psutil.Process(self.popen.pid).children()
         return next(child for child in children if "scaler.cluster.forwarder" in " ".join(child.cmdline()))
@@ -88,9 +95,18 @@ class HubStack:
         self.popen.wait(30)
 
 
+def one_unit(text: str) -> str:
+    """The stack file with one unit of two workers at most (its max_task_concurrency 8 makes four units of a map of
+    eight tasks or more; a unit's boot and its workers cost about 3.6 CPU-s)."""
+    edited = text.replace("max_task_concurrency = 8", "max_task_concurrency = 2")
+    assert edited != text, "the file's max_task_concurrency changed: edit the test"
+    return edited
+
+
 @pytest.fixture
 def hub_stack(fake_cloud: Any, tmp_path: Path) -> Iterator[HubStack]:
-    yield from _stack_taken_down(HubStack(tmp_path))
+    """A stack of one unit (`one_unit`): a map of twelve tasks runs in six waves, so a cut falls mid-map."""
+    yield from _stack_taken_down(HubStack(tmp_path, edit=one_unit))
 
 
 @pytest.fixture
@@ -140,7 +156,8 @@ def test_the_laptop_side_killed_and_started_again_within_the_lease_adopts_everyt
 ) -> None:
     hub_stack = long_lease_hub_stack
     with Client(hub_stack.scheduler, timeout_seconds=120) as client:
-        assert [future.result() for future in [client.submit(slow_identity, x) for x in range(4)]] == list(range(4))
+        # two tasks, one unit's worth at the file's work_tasks_per_worker=1 (two workers a unit)
+        assert [future.result() for future in [client.submit(slow_identity, x) for x in range(2)]] == list(range(2))
     units = live_units("ecs", "ecs")
     assert units >= 1
     hub_stack.kill()
@@ -175,27 +192,23 @@ def test_the_laptop_side_killed_and_started_again_within_the_lease_adopts_everyt
     assert all_units() == 0
 
 
-def test_an_idle_stack_stops_by_itself_with_its_units(fake_cloud: Any, tmp_path: Path) -> None:
-    stack = HubStack(tmp_path, SCALER_IDLE_SHUTDOWN_SECONDS="8")
-    try:
-        with Client(stack.scheduler, timeout_seconds=120) as client:
-            assert client.submit(slow_identity, 1).result() == 1
-        assert stack.popen.wait(120) == 0
-        assert "stopping the stack: no task queued or running for 8 s (idle_shutdown_seconds)" in stack.log()
-        wait_for_cloud(lambda: all_units() == 0, "the stack's units to be gone", 60)
-    finally:
-        stack.kill()
+#: The idle test's `idle_shutdown_seconds`: its clock starts once the stack is up, when the client waiting meanwhile
+#: submits its task at once.
+IDLE_SECONDS = 8.0
 
 
-def test_a_client_and_a_monitor_reader_started_while_the_hub_boots_wait_for_it_then_work(
+def test_a_client_and_a_monitor_reader_started_while_the_hub_boots_wait_for_it_then_work_and_the_idle_stack_stops(
     fake_cloud: Any, tmp_path: Path
 ) -> None:
     """Issue 38, finding 2: a client and a monitor subscription made as soon as the launcher has bound the stack's
     addresses, while its hub is still booting in the cloud. The connection file says the stack is starting (with its
     keys): the client waits for it and the subscription reads the hub's status. Checked by hand with the file
     registered only once the hub is up and without finding the keys again (`FoundKeys.again` returning self): the
-    client was refused ("the CURVE handshake did not complete"), as the issue reports."""
-    stack = HubStack(tmp_path, wait=False)
+    client was refused ("the CURVE handshake did not complete"), as the issue reports.
+
+    Then nothing runs: the stack stops by itself (`idle_shutdown_seconds`), exit code 0, and its units with it (with
+    the launcher's watch of the feed off, it runs on and the wait for its exit times out)."""
+    stack = HubStack(tmp_path, wait=False, SCALER_IDLE_SHUTDOWN_SECONDS=f"{IDLE_SECONDS:g}")
     try:
         wait_for(lambda: accepts(stack.scheduler) or stack.popen.poll() is not None, "the stack's addresses", 60)
         assert stack.popen.poll() is None, stack.log()
@@ -204,6 +217,11 @@ def test_a_client_and_a_monitor_reader_started_while_the_hub_boots_wait_for_it_t
             with Client(stack.scheduler, timeout_seconds=120) as client:
                 assert client.submit(slow_identity, 5).result(timeout=120) == 5
             assert next_snapshot(None, 60).feed_version == m.FEED_VERSION
+        assert stack.popen.wait(120) == 0, stack.log()
+        assert f"stopping the stack: no task queued or running for {IDLE_SECONDS:g} s (idle_shutdown_seconds)" in (
+            stack.log()
+        ), stack.log()
+        wait_for_cloud(lambda: all_units() == 0, "the stack's units to be gone", 60)
     finally:
         stack.kill()  # the hub and its units go with the fake cloud's reset
 
@@ -217,40 +235,92 @@ def accepts(address: str) -> bool:
     return True
 
 
-def api_proxy(fake_cloud: Any) -> tuple[subprocess.Popen[bytes], str]:
-    """A forwarder of the test's own to the fake cloud's API, and its endpoint URL: the stack reaches the cloud's
-    API through it, and stopping it makes the API vanish for the stack alone."""
-    endpoint = fake_cloud.endpoint_url.removeprefix("http://")
-    host, _, port = endpoint.rpartition(":")
-    proxy_port = free_tcp_port_block(1)
-    listener = socket.create_server(("127.0.0.1", proxy_port))
-    proxy = subprocess.Popen(
-        [sys.executable, "-m", "scaler.cluster.forwarder", f'[[{listener.fileno()}, "{host}", {port}]]'],
-        pass_fds=[listener.fileno()], stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    listener.close()
-    return proxy, f"http://127.0.0.1:{proxy_port}"
+class ApiProxy:
+    """A forwarder of the test's own to the fake cloud's API (`endpoint_url`): the stack reaches the cloud's API through
+    it, and `cut()` makes the API vanish for the stack alone.
+
+    Its port stays held until `close()`: a socket bound to it beside the forwarder's listener (both SO_REUSEPORT), never
+    listening, is left once the forwarder has gone. A connection to the port is then refused, as at an endpoint that
+    vanished, and no server of another test can take the port meanwhile (none sets SO_REUSEPORT): one that did would
+    accept the stack's calls and leave each waiting out botocore's read timeout (60 s, five attempts) instead of
+    failing at once."""
+
+    def __init__(self, fake_cloud: Any) -> None:
+        host, _, port = fake_cloud.endpoint_url.removeprefix("http://").rpartition(":")
+        self.port = free_tcp_port_block(1)
+        listener = _port_sharing_socket(reuse_address=True)
+        self._holder = _port_sharing_socket(reuse_address=False)
+        try:
+            listener.bind(("127.0.0.1", self.port))
+            self._holder.bind(("127.0.0.1", self.port))
+            listener.listen()
+            self.popen = subprocess.Popen(
+                [sys.executable, "-m", "scaler.cluster.forwarder", f'[[{listener.fileno()}, "{host}", {port}]]'],
+                pass_fds=[listener.fileno()], stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+        except BaseException:
+            self._holder.close()
+            raise
+        finally:
+            listener.close()
+        self.endpoint_url = f"http://127.0.0.1:{self.port}"
+
+    def cut(self) -> None:
+        """The cloud's API is out of the stack's reach from now on."""
+        self.popen.terminate()
+        self.popen.wait(30)
+
+    def listeners(self) -> str:
+        """Who listens at the proxy's port now (for a failure's message): nobody once it is cut."""
+        found = [f"pid {c.pid} ({_command_of(c.pid)})" for c in psutil.net_connections("tcp")
+                 if c.laddr and c.laddr.port == self.port and c.status == psutil.CONN_LISTEN]  # fmt: skip
+        return f"listening at the API proxy's port {self.port}: {', '.join(found) or 'nobody'}"
+
+    def close(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.kill()
+            self.popen.wait(30)
+        self._holder.close()
 
 
-def test_a_stack_that_cannot_stop_its_hub_exits_1_saying_so(fake_cloud: Any, tmp_path: Path) -> None:
+@pytest.fixture
+def api_proxy(fake_cloud: Any) -> Iterator[ApiProxy]:
+    proxy = ApiProxy(fake_cloud)
+    try:
+        yield proxy
+    finally:
+        proxy.close()
+
+
+def _port_sharing_socket(reuse_address: bool) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    if reuse_address:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    return sock
+
+
+def _command_of(pid: int | None) -> str:
+    try:
+        return " ".join(psutil.Process(pid).cmdline())[:200]
+    except (psutil.Error, ValueError):
+        return "?"
+
+
+def test_a_stack_that_cannot_stop_its_hub_exits_1_saying_so(api_proxy: ApiProxy, tmp_path: Path) -> None:
     """#38 finding 4: the launcher exited 0 when it could not stop the hub (left running, and billed). The launcher
     reaches the cloud's API through a forwarder of its own, which is stopped before the stack is: the hub cannot be
     terminated, and the launcher exits 1 naming it and `--down`. Checked with the mechanism off (`Launcher.run`
     ignoring what `CloudStack.stop` returns): it exits 0."""
-    proxy, endpoint_url = api_proxy(fake_cloud)
-    stack = HubStack(tmp_path, AWS_ENDPOINT_URL=endpoint_url)
+    stack = HubStack(tmp_path, AWS_ENDPOINT_URL=api_proxy.endpoint_url)
     try:
-        wait_for(lambda: "scaler: worker manager 'ecs'" in stack.log(), "the stack to be up", 120)
-        proxy.terminate()  # the cloud's API is out of the launcher's reach from now on
-        proxy.wait(30)
+        stack.wait_for_log("scaler: worker manager 'ecs'", "the stack to be up", 120)
+        api_proxy.cut()  # the cloud's API is out of the launcher's reach from now on
         stack.popen.send_signal(signal.SIGTERM)
         assert stack.popen.wait(180) == 1, stack.log()
         assert "scaler: the hub in the cloud could not be stopped" in stack.log()
         assert "`scaler FILE --down` stops what is left" in stack.log()
     finally:
-        if proxy.poll() is None:
-            proxy.kill()
-            proxy.wait(30)
         stack.kill()  # the hub itself goes with the fake cloud's reset
 
 
@@ -280,7 +350,7 @@ def test_a_hub_that_vanishes_ends_the_launcher_with_one_line_that_does_not_blame
 
 
 def test_a_cloud_whose_endpoint_vanishes_ends_the_stack_after_the_lease_naming_it(
-    fake_cloud: Any, tmp_path: Path
+    api_proxy: ApiProxy, tmp_path: Path
 ) -> None:
     """issue 77, item 1: `scaler_fake_cloud` stopped under a running `aws_ecs` stack (its API gone, and its units, the
     hub with them) left the launcher logging "the monitor feed ... refused the keys given" every few seconds, for
@@ -293,13 +363,11 @@ def test_a_cloud_whose_endpoint_vanishes_ends_the_stack_after_the_lease_naming_i
     from tests.integration.cloud_harness import REGION
     from tests.integration.test_cloud_burst import ecs_tasks
 
-    proxy, endpoint_url = api_proxy(fake_cloud)
-    stack = HubStack(tmp_path, AWS_ENDPOINT_URL=endpoint_url, SCALER_IDLE_SHUTDOWN_SECONDS="3600")
+    stack = HubStack(tmp_path, AWS_ENDPOINT_URL=api_proxy.endpoint_url, SCALER_IDLE_SHUTDOWN_SECONDS="3600")
     try:
-        wait_for(lambda: "scaler: worker manager 'ecs'" in stack.log(), "the stack to be up", 120)
+        stack.wait_for_log("scaler: worker manager 'ecs'", "the stack to be up", 120)
         (hub,) = ecs_tasks("ecs-hub")
-        proxy.terminate()  # the endpoint gone, and what it ran with it
-        proxy.wait(30)
+        api_proxy.cut()  # the endpoint gone, and what it ran with it
         boto3.client("ecs", region_name=REGION).stop_task(cluster="scaler-cluster", task=hub["taskArn"])
         assert stack.popen.wait(LEASE_SECONDS + 120) == 1, stack.log()
         log = stack.log()
@@ -307,9 +375,6 @@ def test_a_cloud_whose_endpoint_vanishes_ends_the_stack_after_the_lease_naming_i
         assert f"the cloud's API has not answered for {LEASE_SECONDS:g} s, the hub's lease" in log, log
         assert "refused the keys given" not in log and "Traceback" not in log and "CURVE" not in log, log
     finally:
-        if proxy.poll() is None:
-            proxy.kill()
-            proxy.wait(30)
         stack.kill()
 
 
@@ -319,7 +384,7 @@ MANAGER_DEATH_TIMEOUT_SECONDS = 5.0
 
 
 def test_a_manager_that_gives_up_on_the_hub_of_a_lost_cloud_ends_the_stack_naming_the_cloud(
-    fake_cloud: Any, tmp_path: Path
+    api_proxy: ApiProxy, tmp_path: Path
 ) -> None:
     """The walk of issue 77, item 1, with the defaults (a 300 s lease, a manager's death_timeout_seconds of 300 s):
     the hub went with the cloud's API, and the manager reaching it through the forwarder gave up on it a few seconds
@@ -335,14 +400,14 @@ def test_a_manager_that_gives_up_on_the_hub_of_a_lost_cloud_ends_the_stack_namin
     def quick_manager(text: str) -> str:  # the file's [[worker_manager]] section is its last
         return f"{text.rstrip()}\ndeath_timeout_seconds = {MANAGER_DEATH_TIMEOUT_SECONDS:g}\n"
 
-    proxy, endpoint_url = api_proxy(fake_cloud)
-    stack = HubStack(tmp_path, edit=quick_manager, AWS_ENDPOINT_URL=endpoint_url, SCALER_IDLE_SHUTDOWN_SECONDS="3600")
+    stack = HubStack(tmp_path, edit=quick_manager, AWS_ENDPOINT_URL=api_proxy.endpoint_url,
+                     SCALER_IDLE_SHUTDOWN_SECONDS="3600")  # fmt: skip
     try:
-        wait_for(lambda: "scaler: worker manager 'ecs'" in stack.log(), "the stack to be up", 120)
+        stack.wait_for_log("scaler: worker manager 'ecs'", "the stack to be up", 120)
         (hub,) = ecs_tasks("ecs-hub")
-        proxy.terminate()  # the endpoint gone; the hub stops once the launcher has noticed
-        proxy.wait(30)
-        wait_for(lambda: "the cloud's API does not answer" in stack.log(), "the launcher to notice the silence", 60)
+        api_proxy.cut()  # the endpoint gone; the hub stops once the launcher has noticed
+        stack.wait_for_log("the cloud's API does not answer", "the launcher to notice the silence", 60,
+                           api_proxy.listeners)  # fmt: skip
         boto3.client("ecs", region_name=REGION).stop_task(cluster="scaler-cluster", task=hub["taskArn"])
         assert stack.popen.wait(LEASE_SECONDS + 120) == 1, stack.log()
         log = stack.log()
@@ -351,7 +416,4 @@ def test_a_manager_that_gives_up_on_the_hub_of_a_lost_cloud_ends_the_stack_namin
         assert "exited unexpectedly" not in log and "could not stop the hub" not in log, log
         assert f"has not answered for {LEASE_SECONDS:g} s, the hub's lease" not in log, "the manager went first"
     finally:
-        if proxy.poll() is None:
-            proxy.kill()
-            proxy.wait(30)
         stack.kill()

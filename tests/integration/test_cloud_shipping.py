@@ -1,6 +1,6 @@
 """#28 item 2, what goes wrong when a cloud manager ships this build and an environment to its units, each a fault:
 
-- refused when the manager starts, before anything is launched, naming it: a package that does not exist, a wheel
+- refused when the manager starts, before anything is launched, naming it: a package that does not exist, wheels
   the units' Python cannot install, a Python version other than the client's (which no image is asked for);
 - a requirement that fails on the unit itself: its workers still start, and a task that imports it fails with an
   ImportError naming the requirement and the installer's reason (at the first such task, never a hang); the
@@ -51,26 +51,24 @@ def start_ecs(launcher: Launcher, scheduler: str, manager_id: str, *args: str) -
     )  # fmt: skip
 
 
-def test_a_package_that_does_not_exist_is_refused_at_start_naming_it(fake_cloud: Any, launcher: Launcher) -> None:
-    manager = start_ecs(launcher, "tcp://127.0.0.1:1", "no-such", *LEAN, "--ecs-python-requirements",
-                        "no-such-package-scaler-test==1.0")  # fmt: skip
-    assert manager.wait_exit(120) == 2
-    log = manager.log_text()
-    assert "no-such-package-scaler-test==1.0: the package index has no file of it for Python" in log, log
-    assert "nothing is launched" in log and ecs_tasks("no-such") == []
-
-
-def test_a_wheel_the_units_python_cannot_install_is_refused_at_start(
+def test_what_the_units_cannot_install_is_refused_at_start_each_named(
     fake_cloud: Any, launcher: Launcher, tmp_path: Path
 ) -> None:
-    for wheel, why in (
-        (_wheel(tmp_path, "oldtag-1.0-cp39-cp39-manylinux_2_17_x86_64.whl"), "which the units' Python"),
-        (_wheel(tmp_path, "future-1.0-py3-none-any.whl", requires_python=">=3.99"), "requires Python >=3.99"),
-    ):
-        manager = start_ecs(launcher, "tcp://127.0.0.1:1", "bad-wheel", *LEAN, "--ecs-python-requirements", str(wheel))
-        assert manager.wait_exit(120) == 2
-        assert wheel.name in manager.log_text() and why in manager.log_text(), manager.log_text()
-    assert ecs_tasks("bad-wheel") == []
+    """A package that does not exist and wheels the units' Python cannot install, given together: one refusal names
+    each (the check reports every problem it finds), and nothing is launched."""
+    missing = "no-such-package-scaler-test==1.0"
+    wheels = {
+        _wheel(tmp_path, "oldtag-1.0-cp39-cp39-manylinux_2_17_x86_64.whl"): "which the units' Python",
+        _wheel(tmp_path, "future-1.0-py3-none-any.whl", requires_python=">=3.99"): "requires Python >=3.99",
+    }
+    requirements = ";".join([missing, *map(str, wheels)])
+    manager = start_ecs(launcher, "tcp://127.0.0.1:1", "bad-env", *LEAN, "--ecs-python-requirements", requirements)
+    assert manager.wait_exit(120) == 2
+    log = manager.log_text()
+    assert f"{missing}: the package index has no file of it for Python" in log, log
+    for wheel, why in wheels.items():
+        assert wheel.name in log and why in log, log
+    assert "nothing is launched" in log and ecs_tasks("bad-env") == []
 
 
 @pytest.mark.parametrize(

@@ -61,10 +61,10 @@ def status(ecs: Any, arn: str) -> str:
     return str(ecs.describe_tasks(cluster="c", tasks=[arn])["tasks"][0]["lastStatus"])
 
 
-@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_the_command_runs_a_task_after_its_boot_and_stops_with_everything(
-    launcher: Launcher, stop_signal: signal.Signals
-) -> None:
+def test_the_command_runs_a_task_after_its_boot_and_stops_with_everything(launcher: Launcher) -> None:
+    """A task boots, runs, stops when stopped and reads STOPPED; one whose command ends reads STOPPED with its exit
+    code; a second cloud on the port is refused naming it; SIGTERM stops the cloud and what it runs (Ctrl-C does too:
+    test_a_run_without_a_log_folder_leaves_nothing_in_the_temporary_directory)."""
     port = free_tcp_port_block(1)
     cloud = launcher.start("scaler_fake_cloud", "--port", str(port), "--boot-seconds", "2")
     assert f"AWS_ENDPOINT_URL=http://127.0.0.1:{port}" in cloud.wait_for_log("AWS_ENDPOINT_URL=", CLOUD_START_SECONDS)
@@ -72,19 +72,27 @@ def test_the_command_runs_a_task_after_its_boot_and_stops_with_everything(
     marker = f"sleep 3{port}.5"  # a command line no other test runs
     arn = run_sleeping_task(ecs, marker)
     assert status(ecs, arn) in ("PROVISIONING", "PENDING"), "booting first"
+    ended = run_sleeping_task(ecs, "exit 3")
     wait_for(lambda: marked_processes(marker), "the task's command to run")
     assert status(ecs, arn) == "RUNNING"
 
     ecs.stop_task(cluster="c", task=arn, reason="test")
     wait_for(lambda: not marked_processes(marker), "the stopped task's command to end")
     wait_for(lambda: status(ecs, arn) == "STOPPED", "the task to read STOPPED")
+    wait_for(lambda: status(ecs, ended) == "STOPPED", "the task whose command ends to stop on its own")
+    (task,) = ecs.describe_tasks(cluster="c", tasks=[ended])["tasks"]
+    assert task["stoppedReason"] == "Essential container in task exited (exit code 3)"
 
-    second = f"sleep 4{port}.5"
-    run_sleeping_task(ecs, second)
-    wait_for(lambda: marked_processes(second), "the second task's command to run")
-    cloud.popen.send_signal(stop_signal)
+    second = launcher.start("scaler_fake_cloud", "--port", str(port))
+    assert second.wait_exit() == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in second.log_text()
+
+    last = f"sleep 4{port}.5"
+    run_sleeping_task(ecs, last)
+    wait_for(lambda: marked_processes(last), "the second task's command to run")
+    cloud.popen.send_signal(signal.SIGTERM)
     assert cloud.wait_exit() == 0
-    assert not marked_processes(second), "stopping the cloud stops what it runs"
+    assert not marked_processes(last), "stopping the cloud stops what it runs"
 
 
 #: `scaler_fake_cloud` with no time at all for removing the units' folders once its processes are stopped: what a
@@ -152,42 +160,19 @@ def test_a_stop_whose_reader_is_gone_stops_what_the_cloud_runs(processes: Proces
 def test_a_run_without_a_log_folder_leaves_nothing_in_the_temporary_directory(launcher: Launcher) -> None:
     """issue 60: without --log-dir the launched commands logged to a scaler-fake-cloud-* folder of the temporary
     directory, left there after every run (checked before: the folder the command printed was still there). They
-    log to a folder of the units' folders now, removed with them."""
+    log to a folder of the units' folders now, removed with them. Ctrl-C stops the cloud and what it runs."""
     port = free_tcp_port_block(1)
     cloud = launcher.start("python", "-m", "scaler_rehearsal.entry_points.fake_cloud", "--port", str(port))
     logs = Path(cloud.wait_for_log("# launched commands log to ", CLOUD_START_SECONDS).split(
         "# launched commands log to ", 1)[1].split(";", 1)[0])  # fmt: skip
     marker = f"sleep 6{port}.5"
     run_sleeping_task(ecs_client(f"http://127.0.0.1:{port}"), marker)
-    wait_for(lambda: list(logs.rglob("*.log")), "the task's log")
+    wait_for(lambda: list(logs.rglob("*.log")) and marked_processes(marker), "the task's command to run, and its log")
     cloud.popen.send_signal(signal.SIGINT)
     assert cloud.wait_exit(120) == 0, cloud.log_text()
+    assert not marked_processes(marker), "stopping the cloud stops what it runs"
     assert not logs.exists(), f"{logs} was left behind"
     assert not list(Path(tempfile.gettempdir()).glob(f"{STATE_PREFIX}{cloud.popen.pid}-*"))
-
-
-def test_a_task_whose_command_ends_reads_stopped_with_its_exit_code(launcher: Launcher) -> None:
-    port = free_tcp_port_block(1)
-    cloud = launcher.start("scaler_fake_cloud", "--port", str(port))
-    cloud.wait_for_log("AWS_ENDPOINT_URL=", CLOUD_START_SECONDS)
-    ecs = ecs_client(f"http://127.0.0.1:{port}")
-    arn = run_sleeping_task(ecs, "exit 3")
-    wait_for(lambda: status(ecs, arn) == "STOPPED", "the task to stop on its own")
-    (task,) = ecs.describe_tasks(cluster="c", tasks=[arn])["tasks"]
-    assert task["stoppedReason"] == "Essential container in task exited (exit code 3)"
-    cloud.popen.send_signal(signal.SIGTERM)
-    assert cloud.wait_exit() == 0
-
-
-def test_a_port_in_use_is_a_clear_error(launcher: Launcher) -> None:
-    port = free_tcp_port_block(1)
-    first = launcher.start("scaler_fake_cloud", "--port", str(port))
-    first.wait_for_log("AWS_ENDPOINT_URL=", CLOUD_START_SECONDS)
-    second = launcher.start("scaler_fake_cloud", "--port", str(port))
-    assert second.wait_exit() == 2
-    assert f"cannot listen on 127.0.0.1:{port}" in second.log_text()
-    first.popen.send_signal(signal.SIGTERM)
-    assert first.wait_exit() == 0
 
 
 @pytest.mark.parametrize(
