@@ -104,6 +104,11 @@ class DataWaits:
         self.held += 1
         return True
 
+    def hold_of(self, task_id: TaskID) -> tuple[str, float]:
+        """The host a held task waits for and its bound."""
+        hold = self._holds[task_id]
+        return hold.host, hold.until
+
     def _ahead(self, host: str, now: float) -> int:
         return sum(1 for hold in self._holds.values() if hold.host == host and hold.until > now)
 

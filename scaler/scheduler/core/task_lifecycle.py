@@ -470,9 +470,21 @@ class TaskLifecycle:
             workers = (worker for worker in hosts.workers_of(host) if worker.can_run(key))
             return slot_wait(workers, ahead, self._expected_run, now)
 
-        return self.data_waits.holds(
+        waits = self.data_waits
+        before = waits.held
+        held = waits.holds(
             record.task_id, inputs, busy.hosts, offered.hostname, now, hosts.size_of, hosts.holds, wait_of
         )
+        if waits.held > before:  # held now, for the first time in this stay in the queue
+            host, until = waits.hold_of(record.task_id)
+            logger.debug("task %s waits up to %.2f s for host %s, which holds its inputs", record.task_id.hex(),
+                         until - now, host)  # fmt: skip
+            if self._tasks.stories.enabled:
+                self._tasks.stories.note(
+                    record.task_id, now + self._tasks.wall_offset, "waiting", host,
+                    ("waits up to {} s for the host holding its inputs", round(until - now, 2)),
+                )  # fmt: skip
+        return held
 
     def _expected_run(self, task_id: TaskID) -> tuple[float | None, float]:
         """A task at a worker: its function's mean run time (None: not known) and when it was dispatched."""
