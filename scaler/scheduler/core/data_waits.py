@@ -9,9 +9,12 @@ W2. A host's cost is its expected wait for a slot plus the time to fetch the inp
     (`link_bytes_per_second`); the offered worker's wait is 0. Sizes are known for stored results only (a client's
     object counts 0 bytes): inputs of unknown size are never waited for.
 W3. A busy host's wait (`slot_wait`): when its (k+1)-th slot frees, k the tasks held for it already; each task that
-    computes there frees its slot after its function's mean run time (run_times.py) less what it ran already (at
-    least 0), and a task staged behind one takes the slot it frees first, for its own mean. A task whose function
-    never finished makes its worker unknown: not waited for; a host with no known worker is not waited for.
+    computes there frees its slot after its expected run time less what it ran already (at least 0), and a task
+    staged behind one takes the slot it frees first, for its own expected run. A task's expected run is its
+    function's mean (run_times.py), or, for a function none of whose tasks ended yet (a shuffle's reducers are such
+    when the first of them wait), the mean of its worker's recent tasks (`WorkerRecord.run_seconds`, which the
+    worker's staging depth follows too). With neither (a worker that never ended a task), its worker's wait is
+    unknown: not waited for; a host with no known worker is not waited for.
 W4. The task is held for the cheapest busy host when that host's cost is below the offered worker's (the wait shorter
     than the transfer it saves), until its bound: when first held, plus the transfer time saved, at most
     `max_wait_seconds`. While held it stays queued, in its place; dispatch sets it aside for a round each time another
@@ -36,7 +39,7 @@ MAX_HELD = 4096
 #: Workers of a busy host looked at for its wait (a host of 1,000 workers must not cost a scan per task).
 MAX_WEIGHED = 64
 
-#: A task's expected run (its function's mean seconds, or None when unknown) and when it was dispatched.
+#: A task's expected run (W3: seconds, or None when unknown) and when it was dispatched.
 Expected = Callable[[TaskID], tuple[float | None, float]]
 
 

@@ -487,9 +487,13 @@ class TaskLifecycle:
         return held
 
     def _expected_run(self, task_id: TaskID) -> tuple[float | None, float]:
-        """A task at a worker: its function's mean run time (None: not known) and when it was dispatched."""
+        """A task at a worker: its expected run time (data_waits W3: its function's mean, else its worker's recent
+        tasks'; None: neither known) and when it was dispatched."""
         record = self._tasks.records[task_id]
         mean = self._tasks.run_times.mean_seconds(record.traits.function_name, self._tasks.queue.key(record))
+        if mean is None and record.worker is not None:
+            worker = self._workers.get(record.worker)
+            mean = worker.run_seconds if worker is not None else None
         return mean, record.dispatched_at
 
     def _best_queue_for(self, worker: WorkerRecord) -> tuple[tuple[tuple[str, int], ...] | None, Entry | None]:

@@ -1,7 +1,7 @@
 """A task whose large inputs only a busy host holds waits for it within a bound (scheduler/core/data_waits.py, issue 74
 item 4): held when that host's expected wait is shorter than fetching the inputs elsewhere; not held when the fetch is
-shorter or the busy host's run times are unknown; released at the bound, and at once when its host goes; a held task
-stays queued (cancel answers it; the queue's counts hold).
+shorter or the busy host's run times are unknown (its function's, and its worker's recent tasks'); released at the
+bound, and at once when its host goes; a held task stays queued (cancel answers it; the queue's counts hold).
 
 Checked with the mechanism off (`DataWaits.holds` returning False, the bound of 0 as before): the tests that expect a
 hold fail (the reader goes to host b's idle worker at once); with `slot_wait` ignoring what the busy task ran already
@@ -75,10 +75,23 @@ def test_a_reader_goes_elsewhere_at_once_when_the_fetch_is_shorter_than_the_wait
 
 
 def test_a_reader_goes_elsewhere_at_once_when_the_busy_host_s_run_time_is_unknown() -> None:
+    """A's task is the first of its function, and a's worker never ended a task."""
     sim, client, _on_a, on_b = busy_host_a(40 * MB, None)
     sim.submit(client, [reader(client, 2)])
     assert on_b[0].held == [tid(2)]
     assert sim.core.lifecycle.data_waits.held == 0
+    sim.check_invariants()
+
+
+def test_a_task_of_a_new_function_is_expected_to_run_as_long_as_its_worker_s_recent_tasks() -> None:
+    """A's task is the first of its function (a shuffle's reducers are), and a's worker ran others in 0.5 s of late: the
+    reader waits for a (checked with `_expected_run` reading the function's mean alone: it goes to b at once)."""
+    sim, client, on_a, on_b = busy_host_a(40 * MB, None)
+    sim.core.state.workers[on_a.peer].run_seconds = 0.5  # what its processors' results taught it (`learn`)
+    sim.submit(client, [reader(client, 2)])
+    assert on_b[0].held == on_b[1].held == []
+    sim.finish(on_a)
+    assert on_a.held == [tid(2)]
     sim.check_invariants()
 
 
