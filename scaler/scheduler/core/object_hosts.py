@@ -143,7 +143,7 @@ class ObjectHosts:
         """A worker that can run a task of `requirement` naming `inputs`, with an idle slot and a link with room, on a
         host that holds the most of them, when `offered` (the worker dispatch found) is not the best placed (module
         docstring, "The choice"); None: `offered` keeps it; Busy: no host holding more of them than `offered`'s has
-        an idle slot (the caller counts the task near or away once it placed it)."""
+        an idle slot (the caller counts the task away when it places it on `offered`)."""
         holders = self._holders
         counts: dict[str, int] = {}
         for object_id in inputs:
