@@ -398,7 +398,9 @@ class TaskLifecycle:
         if not queue.queued_count:
             return
         passed_over: list[FreeEntry] = []  #: workers that can run nothing queued, this round
-        held: list[TaskRecord] = []  #: tasks waiting for a busy host that holds their inputs: queued again below
+        #: tasks waiting for a busy host that holds their inputs, queued again below (made when one is: the common round
+        #: holds none)
+        held: list[TaskRecord] | None = None
         while queue.queued_count:
             found = self._free.next_free()
             if found is None:
@@ -417,6 +419,8 @@ class TaskLifecycle:
             if traits.large_inputs or traits.graph_id:  # placement follows data: a free worker of a holding host
                 placed = self._by_data(record, worker, link, key, entry)
                 if placed is None:  # it waits for a busy host that holds its inputs
+                    if held is None:
+                        held = []
                     held.append(record)
                     continue
                 worker, link = placed
