@@ -437,6 +437,8 @@ class TaskLifecycle:
 
     def on_beat(self) -> None:
         """The clock beat: tasks followed by data_waits.py that left the queue meanwhile are forgotten."""
+        if not len(self.data_waits):
+            return
         records = self._tasks.records
 
         def queued(task_id: TaskID) -> bool:
