@@ -357,6 +357,21 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings, TlsServerSettings):
         core=True,
         combo=True,
     )
+    placement_link_mbit: float = setting(
+        100,
+        help="the rate assumed of the links between worker hosts, in Mbit/s: a task whose large inputs only a busy "
+        "host holds waits for it while its expected wait is shorter than fetching them at this rate elsewhere; "
+        "0: never waits",
+        ge=0,
+        core=True,
+    )
+    placement_max_wait_seconds: float = setting(
+        5,
+        help="the longest a task waits for a busy host that holds its large inputs (at most the fetch time it "
+        "saves) before it goes to any free worker; 0: never waits",
+        ge=0,
+        core=True,
+    )
     load_balance_trigger_times: int = setting(
         2,
         help="identical balance decisions in a row needed before tasks move",

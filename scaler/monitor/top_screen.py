@@ -182,7 +182,8 @@ def storage_lines(storage: StorageTraffic) -> list[str]:
 
 def placement_lines(stats: m.SchedulerStats) -> list[str]:
     """Where tasks naming large inputs went, once any did: to a host holding one of their inputs (near), or elsewhere
-    at once because every holding host was busy (away): many "away" is why such tasks fetch their inputs again."""
+    because every holding host was busy, at once or once their bounded wait for one ended (away): many "away" is why
+    such tasks fetch their inputs again."""
     if not (stats.near_data or stats.away_from_data):
         return []
     return [

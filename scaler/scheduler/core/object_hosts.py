@@ -10,7 +10,8 @@ Rules:
   object evicted from H's cache, or deleted): it costs one fetch where the task runs, never a wrong value, since a
   processor reads each object by its id wherever it runs.
 - Bounded: at most MAX_OBJECTS objects, the least recently placed forgotten first, each held by at most MAX_HOSTS
-  hosts (the most recent); a host's entries go when its last worker leaves.
+  hosts (the most recent); a host's entries go when its last worker leaves. A stored result's size is kept with it
+  (a client's object's is not known here: counted as 0 bytes, so never waited for).
 - The choice (`nearer`): the hosts that hold the most of the task's inputs (counted per input) are its best hosts.
   When the worker dispatch offered is on the one best host, it keeps the task. When several tie (a shuffle's reducer,
   whose inputs are one on each host), the best host whose workers hold the fewest tasks placed by their inputs
@@ -18,9 +19,8 @@ Rules:
   else the most recent holder of the first inputs first), so that readers whose inputs are spread alike spread over
   the hosts instead of filling the first free one's slots: each host's link then carries one reader's fetches, not
   two. A worker of that host with an idle slot and a link with room takes it (at most
-  MAX_SCANNED workers looked at in all). If no best host has an idle slot, the offered worker keeps it at once: a
-  task never waits for a busy host (Dask's rule with a bound of 0, since a fetch across a host link costs less than
-  the run time of a task queued behind the busy host's own).
+  MAX_SCANNED workers looked at in all). If no best host has an idle slot, `nearer` says so (`Busy`, naming them) and
+  data_waits.py weighs waiting for one of them against fetching the inputs where the offered worker is.
 - One owner: the lifecycle (task_lifecycle.py) calls `placed` when it dispatches a task with inputs and `nearer` in its
   dispatch; the routing tells it of workers joining and leaving (`joined`, `left`).
 """
@@ -28,6 +28,8 @@ Rules:
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 from scaler.protocol.ids import ObjectID, PeerID
 from scaler.protocol.messages import Capabilities
@@ -47,10 +49,20 @@ MAX_HOSTS = 8
 MAX_SCANNED = 64
 
 
+@dataclass(frozen=True, slots=True)
+class Busy:
+    """`nearer`'s answer when every host holding the most of a task's inputs (more than the offered worker's host)
+    has no idle slot: those hosts, for data_waits.py to weigh."""
+
+    hosts: tuple[str, ...]
+
+
 class ObjectHosts:
     def __init__(self) -> None:
         #: each object's holding hosts, the most recent last; the least recently placed object first
         self._holders: OrderedDict[ObjectID, list[str]] = OrderedDict()
+        #: the size of the objects in `_holders` whose size is known (stored results)
+        self._sizes: dict[ObjectID, int] = {}
         #: the live workers of each host
         self._workers: dict[str, dict[PeerID, WorkerRecord]] = {}
         #: tasks with inputs placed on a host that holds one of them, and those placed elsewhere because every
@@ -63,6 +75,17 @@ class ObjectHosts:
 
     def hosts_of(self, object_id: ObjectID) -> tuple[str, ...]:
         return tuple(self._holders.get(object_id, ()))
+
+    def size_of(self, object_id: ObjectID) -> int:
+        """Its size in bytes, 0 when not known."""
+        return self._sizes.get(object_id, 0)
+
+    def holds(self, host: str, object_id: ObjectID) -> bool:
+        hosts = self._holders.get(object_id)
+        return hosts is not None and host in hosts
+
+    def workers_of(self, host: str) -> Iterator[WorkerRecord]:
+        return iter(self._workers.get(host, {}).values())
 
     def workers_on(self, host: str) -> int:
         """The live workers of `host` (a worker joining there is ranked by them: free_workers.py)."""
@@ -87,6 +110,7 @@ class ObjectHosts:
                 hosts.remove(host)
                 if not hosts:
                     del self._holders[object_id]
+                    self._sizes.pop(object_id, None)
 
     def placed(self, inputs: tuple[ObjectID, ...], host: str) -> None:
         """A task naming `inputs` was sent to a worker of `host`: its cache will hold them."""
@@ -95,7 +119,7 @@ class ObjectHosts:
             hosts = holders.get(object_id)
             if hosts is None:
                 if len(holders) >= MAX_OBJECTS:
-                    holders.popitem(last=False)
+                    self._sizes.pop(holders.popitem(last=False)[0], None)
                 holders[object_id] = [host]
                 continue
             holders.move_to_end(object_id)
@@ -107,16 +131,19 @@ class ObjectHosts:
                 del hosts[0]
             hosts.append(host)
 
-    def made(self, object_id: ObjectID, host: str) -> None:
-        """A worker of `host` stored a large result as `object_id`: the host's cache holds it."""
+    def made(self, object_id: ObjectID, host: str, size: int = 0) -> None:
+        """A worker of `host` stored a large result of `size` bytes as `object_id`: the host's cache holds it."""
         self.placed((object_id,), host)
+        if size:
+            self._sizes[object_id] = size
 
     def nearer(
         self, inputs: tuple[ObjectID, ...], offered: WorkerRecord, requirement: Capabilities
-    ) -> tuple[WorkerRecord, ProcessorLink] | None:
+    ) -> tuple[WorkerRecord, ProcessorLink] | Busy | None:
         """A worker that can run a task of `requirement` naming `inputs`, with an idle slot and a link with room, on a
         host that holds the most of them, when `offered` (the worker dispatch found) is not the best placed (module
-        docstring, "The choice"); None: `offered` keeps it."""
+        docstring, "The choice"); None: `offered` keeps it; Busy: no host holding more of them than `offered`'s has
+        an idle slot (the caller counts the task away when it places it on `offered`)."""
         holders = self._holders
         counts: dict[str, int] = {}
         for object_id in inputs:
@@ -131,11 +158,10 @@ class ObjectHosts:
             self.near_data += 1
             return None
         found = _least_read(tied, self._workers, requirement)
+        if found is None and not offered_holds:
+            return Busy(tuple(tied))
         if found is None or (offered_holds and found[0] >= _standing(offered.hostname, self._workers)):
-            if offered_holds:
-                self.near_data += 1
-            else:
-                self.away_from_data += 1
+            self.near_data += 1
             return None
         self.near_data += 1
         return found[1]

@@ -284,6 +284,7 @@ class SchedulerCore:
             self.worker_sessions.drop_silent()
             self.manager_sessions.forget_silent()
         self.unserved.on_tick(now)
+        self.lifecycle.on_beat()
         if self.feed.is_due(now):
             transitions, dropped = self.tasks.take_transitions()
             view = self.view() if self.feed.is_watched(STATUS_TOPIC) else None  # nobody reads it: not built

@@ -47,3 +47,7 @@ class CoreSettings:
     #: queued work nothing can run (its clients are told after unserved_work.WARN_SECONDS) fails after this long
     #: when the cluster has workers or managers, none for it (<= 0: never; core/unserved_work.py)
     unrunnable_grace_seconds: float = UNRUNNABLE_GRACE_SECONDS
+    #: the link rate assumed between worker hosts, and the longest a task waits for a busy host holding its large
+    #: inputs rather than fetch them elsewhere (data_waits.py); either 0: it never waits
+    placement_link_mbit: float = 100.0
+    placement_max_wait_seconds: float = 5.0

@@ -2,7 +2,8 @@
 outcome; the methods here carry it out and append effects. Nothing else mutates task records.
 
 Also owns dispatch: handing QUEUED tasks to workers with free credit, least loaded first (the index of free workers
-is `free_workers.py`; a task naming large inputs goes to a free worker of a host that holds them, `object_hosts.py`),
+is `free_workers.py`; a task naming large inputs goes to a free worker of a host that holds them, `object_hosts.py`, or
+waits a bounded while for a busy one, `data_waits.py`),
 each on the link of one of its worker's processors (`WorkerRecord.link_for`): the only way a task reaches a processor.
 What is sent on a link goes into that link's record (`processor_links.py`), which the processor's answers on the link
 update (`link_sessions.py`).
@@ -18,6 +19,7 @@ from typing import TypeVar
 from scaler.protocol.ids import ClientID, ObjectID, PeerID, TaskID, short
 from scaler.protocol.messages import (
     CancelOutcome,
+    Capabilities,
     GraphTask,
     PayloadKind,
     ProcessorKill,
@@ -30,12 +32,13 @@ from scaler.protocol.messages import (
     TaskReturn,
 )
 from scaler.scheduler.core.core_state import CoreState
+from scaler.scheduler.core.data_waits import DataWaits, slot_wait
 from scaler.scheduler.core.effects import DeleteObjects, Send
 from scaler.scheduler.core.follow_ups import SlotGone, TaskStep
 from scaler.scheduler.core.free_workers import FreeEntry, FreeWorkers
 from scaler.scheduler.core.graphs import GraphRecord, graph_problem
 from scaler.scheduler.core.memory_retry import bigger_place, not_retried, retried
-from scaler.scheduler.core.object_hosts import LARGE_RESULT_BYTES, MAX_PLACEMENT_INPUTS
+from scaler.scheduler.core.object_hosts import LARGE_RESULT_BYTES, MAX_PLACEMENT_INPUTS, Busy
 from scaler.scheduler.core.peers import WorkerRecord
 from scaler.scheduler.core.preemption import Preemption
 from scaler.scheduler.core.processor_links import ProcessorLink
@@ -83,6 +86,9 @@ class TaskLifecycle:
         self._free = FreeWorkers(workers)
         #: which hosts hold the large inputs tasks name: dispatch places such a task near them (object_hosts.py)
         self._object_hosts = state.object_hosts
+        #: tasks held a bounded while for a busy host that holds their inputs (data_waits.py)
+        settings = state.settings
+        self.data_waits = DataWaits(settings.placement_link_mbit * 1e6 / 8, settings.placement_max_wait_seconds)
         #: the workers' preemption slots: a nested task waiting behind parents that keep their slots (preemption.py)
         self.preemption = Preemption()
         #: large results reported before they were stored: their tasks, to make them again if lost (unstored_results.py)
@@ -392,6 +398,9 @@ class TaskLifecycle:
         if not queue.queued_count:
             return
         passed_over: list[FreeEntry] = []  #: workers that can run nothing queued, this round
+        #: tasks waiting for a busy host that holds their inputs, queued again below (made when one is: the common round
+        #: holds none)
+        held: list[TaskRecord] | None = None
         while queue.queued_count:
             found = self._free.next_free()
             if found is None:
@@ -408,15 +417,90 @@ class TaskLifecycle:
             record = queue.pop(key, self._tasks.records, top)
             traits = record.traits
             if traits.large_inputs or traits.graph_id:  # placement follows data: a free worker of a holding host
-                nearer = self._object_hosts.nearer(self._placement_inputs(record), worker, key)
-                if nearer is not None:
-                    self._free.put_back([entry])  # the offered worker stays a candidate for the next task
-                    worker, link = nearer
+                placed = self._by_data(record, worker, link, key, entry)
+                if placed is None:  # it waits for a busy host that holds its inputs
+                    if held is None:
+                        held = []
+                    held.append(record)
+                    continue
+                worker, link = placed
             if outcome(record.state, TaskEvent.DISPATCH) is Outcome.ASSIGN:  # `_apply`'s way, without its details
                 self._assign(record, worker, link)  # it offers the worker again if not full, and words its own cause
             else:
                 self._apply(record, TaskEvent.DISPATCH, {"worker": worker})
         self._free.put_back(passed_over)
+        if held:  # in their places again (a queued task keeps its turn); pushed before, so no overtaking to plan
+            pushed_top = queue.pushed_top
+            for record in held:
+                queue.push(record)
+            queue.pushed_top = pushed_top
+
+    def on_beat(self) -> None:
+        """The clock beat: tasks followed by data_waits.py that left the queue meanwhile are forgotten."""
+        if not len(self.data_waits):
+            return
+        records = self._tasks.records
+
+        def queued(task_id: TaskID) -> bool:
+            record = records.get(task_id)
+            return record is not None and record.state is TaskState.QUEUED
+
+        self.data_waits.sweep(queued)
+
+    def _by_data(
+        self, record: TaskRecord, worker: WorkerRecord, link: ProcessorLink, key: Capabilities, entry: FreeEntry
+    ) -> tuple[WorkerRecord, ProcessorLink] | None:
+        """Where a task naming large inputs goes: the offered `worker` (on `link`), a worker with an idle slot of a
+        host holding more of them (object_hosts.py), or nowhere yet (None: it waits for a busy host holding them,
+        data_waits.py). The offered worker stays a candidate for the next task unless it takes this one."""
+        inputs = self._placement_inputs(record)
+        nearer = self._object_hosts.nearer(inputs, worker, key)
+        if nearer is None:
+            return worker, link
+        if isinstance(nearer, Busy):
+            if self._waits_for(record, inputs, nearer, worker, key):
+                self._free.put_back([entry])
+                return None
+            self._object_hosts.away_from_data += 1
+            return worker, link
+        self._free.put_back([entry])
+        return nearer
+
+    def _waits_for(
+        self, record: TaskRecord, inputs: tuple[ObjectID, ...], busy: Busy, offered: WorkerRecord, key: Capabilities
+    ) -> bool:
+        """Whether a task whose inputs only busy hosts hold more of than `offered`'s waits for one (data_waits.py)."""
+        hosts, now = self._object_hosts, self.now
+
+        def wait_of(host: str, ahead: int) -> float | None:
+            workers = (worker for worker in hosts.workers_of(host) if worker.can_run(key))
+            return slot_wait(workers, ahead, self._expected_run, now)
+
+        waits = self.data_waits
+        before = waits.held
+        held = waits.holds(
+            record.task_id, inputs, busy.hosts, offered.hostname, now, hosts.size_of, hosts.holds, wait_of
+        )
+        if waits.held > before:  # held now, for the first time in this stay in the queue
+            host, until = waits.hold_of(record.task_id)
+            logger.debug("task %s waits up to %.2f s for host %s, which holds its inputs", record.task_id.hex(),
+                         until - now, host)  # fmt: skip
+            if self._tasks.stories.enabled:
+                self._tasks.stories.note(
+                    record.task_id, now + self._tasks.wall_offset, "waiting", host,
+                    ("waits up to {} s for the host holding its inputs", round(until - now, 2)),
+                )  # fmt: skip
+        return held
+
+    def _expected_run(self, task_id: TaskID) -> tuple[float | None, float]:
+        """A task at a worker: its expected run time (data_waits W3: its function's mean, else its worker's recent
+        tasks'; None: neither known) and when it was dispatched."""
+        record = self._tasks.records[task_id]
+        mean = self._tasks.run_times.mean_seconds(record.traits.function_name, self._tasks.queue.key(record))
+        if mean is None and record.worker is not None:
+            worker = self._workers.get(record.worker)
+            mean = worker.run_seconds if worker is not None else None
+        return mean, record.dispatched_at
 
     def _best_queue_for(self, worker: WorkerRecord) -> tuple[tuple[tuple[str, int], ...] | None, Entry | None]:
         """The queue key whose best task `worker` takes (None: none it can run), and that task's entry."""
@@ -452,6 +536,7 @@ class TaskLifecycle:
             worker.restage()  # nothing is staged behind an actor's start
         self._free.offer(worker)
         if traits.large_inputs or traits.graph_id:
+            self.data_waits.forget(record.task_id)
             inputs = self._placement_inputs(record)
             if inputs:
                 self._object_hosts.placed(inputs, worker.hostname)
@@ -494,7 +579,7 @@ class TaskLifecycle:
         if result.payload_kind is PayloadKind.OBJECT_ID and result.stored_bytes >= LARGE_RESULT_BYTES:
             maker = self._workers.get(PeerID(ran_on))
             if maker is not None:  # its readers are placed near it (object_hosts.py)
-                self._object_hosts.made(ObjectID(result.payload), maker.hostname)
+                self._object_hosts.made(ObjectID(result.payload), maker.hostname, result.stored_bytes)
             if result.stored_bytes >= RESULT_FROM_BYTES and result.status is ResultStatus.SUCCESS:
                 self._keep_until_stored(record, ObjectID(result.payload))
         if result.ran is not None:  # the processor's own times (the scale harness's fake ones send none)
