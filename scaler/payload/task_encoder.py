@@ -10,6 +10,7 @@ can tell the objects of the task's own client from others (see task_decoder).
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import functools
 import hashlib
@@ -373,6 +374,12 @@ class TaskEncoder:
             if encoded.kind is m.ArgumentKind.OBJECT_ID:  # an inline value is the task's own copy anyway
                 return dataclasses.replace(encoded, copy_on_write=True)
             return encoded
+        if isinstance(value, concurrent.futures.Future):  # what Dask users write: say what works here instead
+            which = f"keyword argument {keyword!r}" if keyword else f"argument {position}"
+            raise TypeError(
+                f"{which} is a future ({describe(value)}): pass its value (future.result()), or give the dependency to "
+                "client.get as a graph, whose tasks' arguments may name other keys"
+            )
         try:
             frames = noted_while(lambda: serialize_to_frames(self._serializer, value), self._nested_references())
             if frames_size(frames) <= INLINE_LIMIT_BYTES:

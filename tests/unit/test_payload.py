@@ -4,6 +4,7 @@ storage is a dict; no process, no socket."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 import time
 from typing import Any
@@ -277,3 +278,14 @@ def test_a_plain_argument_is_pickled_at_once_and_a_huge_int_still_goes_to_storag
     (stored,) = sides.encoder.arguments([huge], {})
     assert stored.kind is m.ArgumentKind.OBJECT_ID
     assert sides.run(lambda value: value == huge, huge) is True
+
+
+def test_a_future_as_an_argument_is_refused_saying_what_works() -> None:
+    """Fails with futures pickled as any value: the error then names a lock the future holds, not what to do."""
+    sides = Sides()
+    done: concurrent.futures.Future[int] = concurrent.futures.Future()
+    done.set_result(3)
+    with pytest.raises(TypeError, match=r"argument 0 is a future .*future\.result\(\).*client\.get"):
+        sides.encoder.arguments((done,), {})
+    with pytest.raises(TypeError, match=r"keyword argument 'x' is a future"):
+        sides.encoder.arguments((), {"x": done})
