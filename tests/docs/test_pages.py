@@ -1,8 +1,8 @@
 """The documentation tier (#38, goal 5): every shell command, TOML file and Python block of README.md and
 docs/guide/*.md runs, in the page's order, in one working folder per page, from this tree's wheel installed into a
 fresh virtual environment outside the repository, as the README says to install it; with the pip such an
-environment has, and, for the pages where pip is at work (an install, a cloud manager's environment check), with a
-current pip too. A step that does not do what the page says fails the page.
+environment has, and, for the pages that install scaler-compute or the fake cloud's extra, with a current pip too (up
+to their last install). A step that does not do what the page says fails the page.
 
 The steps are read from the markdown itself (tests/docs/steps.py), so what is tested is what a reader reads; a
 block that cannot run here says why in an HTML comment the reader does not see (`<!-- doc-test: skip reason=... -->`).
@@ -61,9 +61,8 @@ def steps_of(page: str) -> list[Step]:
 
 
 def pip_at_work(page: str) -> bool:
-    """A page that installs scaler-compute itself, or whose stack checks the reader's environment with pip (a cloud
-    manager's `environment` on the fake cloud): what the pip a reader has can change. The other pages run with the
-    pip a fresh environment has (which also installs their extras)."""
+    """A page that installs scaler-compute itself, or the fake cloud's extra: what the pip a reader has can change
+    there. The other pages run with the pip a fresh environment has (which also installs their extras)."""
     return any(_PIP_AT_WORK.search(step.text) for step in steps_of(page) if step.skip_reason is None)
 
 
@@ -76,12 +75,11 @@ def steps_for(page: str, flavour: str) -> list[Step]:
 
 
 def pip_steps(steps: list[Step]) -> list[Step]:
-    """The steps up to the last command that runs pip: an install (`pip install ...`, the last command of its block
-    kept), or a script that runs a cloud stack on the fake cloud in-process, whose manager asks pip about the units'
-    requirements before it launches anything (bursting.md's one-file example). A stack started from a shell step
-    with `environment = "sync"` (the examples' default) asks pip only about requirements it cannot trust, which the
-    reader's environment, made of wheels from the index, does not have: pip is not at work there."""
-    last: tuple[int, int | None] | None = None
+    """The steps up to the last install (`pip install ...`, the last command of its block kept). A cloud manager also
+    asks the reader's pip, whether the index has the units' requirements (bursting.md's one-file example, with
+    `environment = "requirements"`); that check is tested with both pips by tests/integration/test_index_check_pips.py,
+    so the rest of such a page, a whole cloud burst, runs once, with the bundled pip."""
+    last: tuple[int, int] | None = None
     for index, step in enumerate(steps):
         if step.skip_reason is not None:
             continue
@@ -89,14 +87,11 @@ def pip_steps(steps: list[Step]) -> list[Step]:
             for number, command in enumerate(step.commands):
                 if PIP_INSTALL.search(command):
                     last = (index, number)
-        elif step.kind is Kind.PYTHON and _CLOUD_IN_PROCESS.search(step.text):
-            last = (index, None)
     if last is None:
         return []
     end, last_command = last
     kept = steps[: end + 1]
-    if last_command is not None:
-        kept[-1] = dataclasses.replace(kept[-1], commands=kept[-1].commands[: last_command + 1])
+    kept[-1] = dataclasses.replace(kept[-1], commands=kept[-1].commands[: last_command + 1])
     return kept
 
 
@@ -133,10 +128,8 @@ FIXED_PORTS_LOCK = Path(tempfile.gettempdir()) / "scaler-doc-tier-fixed-ports.lo
 def network_of(page: str, steps: list[Step]) -> Iterator[tuple[str, ...]]:
     """Where a page's run is alone at the ports it names (the docs' or its own); yields the argv prefix of its
     commands. Where the machine allows it, a network of its own (tests/docs/own_network.py), whatever runs beside it.
-    Otherwise, and for a Slurm page (its Slurm answers on the machine's network), the locks of those ports: the docs'
-    (`group_of`), held machine-wide, and the page's own, which its two runs (one per pip) both name: the one at the
-    docs' ports and the other beside it once met at bursting.md's 7516 ("cannot listen at the file's address ...
-    already in use")."""
+    Otherwise, and for a Slurm page (its Slurm answers on the machine's network), the locks of those ports, held
+    machine-wide (another test session may run the same page): the docs' (`group_of`), and the page's own."""
     at_fixed_ports = group_of(steps) == AT_FIXED_PORTS
     if not (at_fixed_ports or own_ports(steps)):
         yield ()
@@ -159,7 +152,6 @@ def own_ports(steps: list[Step]) -> set[int]:
 
 
 _PIP_AT_WORK = re.compile(r"scaler_compute-\*\.whl|scaler_fake_cloud|FakeCloud")
-_CLOUD_IN_PROCESS = re.compile(r"\bFakeCloud\(")
 
 
 def flavours_of(page: str) -> list[str]:
@@ -175,22 +167,14 @@ SLURM_PAGES = frozenset({"docs/guide/slurm.md"})
 def xdist_group_of(page: str, flavour: str, own_networks: bool | None = None) -> str | None:
     """Which test process a run goes to. With networks of their own (`own_networks`, by default where the machine
     allows them: `network_of`), any that is free. Without, the runs at the docs' ports go one after another in one
-    test process (an xdist group), and so does a run at a page's own ports whose other run is in that group: the two
-    hold the page's lock, and the one run elsewhere would wait idle in its process while the group's ran
-    (bursting.md's current-pip run once waited there for its bundled run, about a minute and a half of a test process
-    doing nothing). The readers' environments are shared by all test processes (tests/docs/conftest.py). A Slurm page
-    runs in the Slurm tests' process."""
+    test process (an xdist group). A current-pip run is a page's installs (`pip_steps`), which name no port: a page's
+    two runs never wait for each other's ports. The readers' environments are shared by all test processes
+    (tests/docs/conftest.py). A Slurm page runs in the Slurm tests' process."""
     if page in SLURM_PAGES:
         return "slurm"
     if own_networks if own_networks is not None else own_network.unavailable() is None:
         return None
-    steps = steps_for(page, flavour)
-    if group_of(steps) == AT_FIXED_PORTS:
-        return AT_FIXED_PORTS
-    others = [steps_for(page, other) for other in flavours_of(page) if other != flavour]
-    if own_ports(steps) and any(group_of(other) == AT_FIXED_PORTS for other in others):
-        return AT_FIXED_PORTS
-    return None
+    return AT_FIXED_PORTS if group_of(steps_for(page, flavour)) == AT_FIXED_PORTS else None
 
 
 def marks_of(page: str, flavour: str) -> list[pytest.MarkDecorator]:
@@ -221,23 +205,22 @@ def test_pages_own_their_ports() -> None:
     assert not drawn, f"ports (and the two after each) the suite's servers may draw, named by pages: {drawn}"
 
 
-def test_a_pages_two_runs_wait_for_each_other_at_its_own_ports() -> None:
-    """bursting.md's one-file example runs with both pips (an in-process cloud stack), at a port of its own: the two
-    runs hold the page's lock, whichever group each is in."""
-    steps = {flavour: steps_for("docs/guide/bursting.md", flavour) for flavour in FLAVOURS}
-    assert all(7516 in own_ports(flavour_steps) for flavour_steps in steps.values()), steps
-    # and they run in one test process, one after the other, rather than one waiting idle for the other's lock
-    assert group_of(steps["current"]) == "docs", "the current pip's run names none of the docs' ports"
-    assert {xdist_group_of("docs/guide/bursting.md", flavour, own_networks=False) for flavour in FLAVOURS} == {
-        AT_FIXED_PORTS
-    }
-    assert xdist_group_of("docs/guide/scaling_and_cloud.md", "current", own_networks=False) is None, "no port"
+def test_a_current_pip_run_names_no_port() -> None:
+    """A page's current-pip run is its installs: it names no port, so it goes to whichever test process is free and
+    never meets the page's other run at a port (bursting.md's two runs of its one-file example, at 7516, once had to
+    wait for each other)."""
+    for page in PAGES:
+        if pip_at_work(page):
+            steps = steps_for(page, "current")
+            assert not own_ports(steps) and group_of(steps) == "docs", page
+            assert xdist_group_of(page, "current", own_networks=False) is None, page
+    assert 7516 in own_ports(steps_for("docs/guide/bursting.md", "bundled")), "the bundled run walks the example"
     # with networks of their own, no run waits for another: each goes to whichever test process is free
     assert {xdist_group_of(page, flavour, own_networks=True) for page, flavour in PAGE_RUNS} == {None, "slurm"}
 
 
 def test_the_current_pip_runs_each_pages_installs() -> None:
-    """With the current pip, a page stops after its last install (or in-process cloud stack), and runs every install."""
+    """With the current pip, a page stops after its last install, and runs every install."""
     for page in PAGES:
         if not pip_at_work(page):
             continue
@@ -245,6 +228,8 @@ def test_the_current_pip_runs_each_pages_installs() -> None:
         assert _installs(steps) == _installs(steps_of(page)), page
     scaling = steps_for("docs/guide/scaling_and_cloud.md", "current")
     assert scaling[-1].commands == ('pip install "scaler-compute[fake-cloud]"',), scaling[-1]
+    bursting = steps_for("docs/guide/bursting.md", "current")  # not its one-file cloud burst (`pip_steps`)
+    assert bursting[-1].commands == ('pip install "scaler-compute[fake-cloud]"',), bursting[-1]
     assert group_of(scaling) == "docs", "an install needs no port"
 
 
