@@ -12,6 +12,9 @@ S3. A deleted object's holders are forgotten; beyond MAX_OBJECTS objects, those 
 S4. A cache that stored an object here for its host's processors (a result it uploaded, cache rule C4) holds it too: it
     is the object's latest holder, fetching from nobody, so that a task on another host reads the result from the host
     that made it (S1) instead of from this server; the upload shows it alive (S2 no longer names it failed).
+S5. A client that asks where an object is (a result of its own it reads) is told its latest holder that is not named
+    failed (S2), and is recorded nowhere: it is neither a holder nor a fetcher, and what it could not reach is its own
+    affair (a laptop off the workers' network reaches no host), not a failed source for the caches.
 """
 
 from __future__ import annotations
@@ -44,6 +47,12 @@ class HostLedger:
         self._sources[(object_id, asker)] = source
         self._bound()
         return source
+
+    def holder(self, object_id: bytes) -> str:
+        """S5: where a client reads the object from: its latest holder not named failed, "" for none (this server).
+        Changes nothing."""
+        usable = [holder for holder in self._holders.get(bytes(object_id), []) if holder not in self._failed]
+        return usable[-1] if usable else ""
 
     def uploaded(self, object_id: bytes, holder: str) -> None:
         """S4: `holder` stored the object here, and holds it."""
