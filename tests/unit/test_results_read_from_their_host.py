@@ -174,7 +174,8 @@ def test_a_cache_lets_in_its_workers_and_the_clients_its_server_names_asking_onc
     def unreachable(key: bytes) -> bool:
         raise OSError("no route")
 
-    assert not CacheSecurity(CurveSecurity(workers_public, workers_secret, b"s" * 40), unreachable).callback("*", client)
+    cut_off = CacheSecurity(CurveSecurity(workers_public, workers_secret, b"s" * 40), unreachable)
+    assert not cut_off.callback("*", client), "a storage server that cannot be asked lets no client in"
 
 
 def test_client_keys_are_remembered_for_a_while_and_bounded() -> None:
@@ -191,7 +192,8 @@ def test_client_keys_are_remembered_for_a_while_and_bounded() -> None:
 def test_a_cache_serves_a_client_reads_of_what_it_holds_and_nothing_else() -> None:
     cache = StorageService(ObjectStore(1 << 30), cache=True)
     for peer, role, owner in ((b"processor", "processor", b""), (b"client", "client", b"owner")):
-        assert _call(cache, peer, StorageHello(PROTOCOL_VERSION, "3.11.0", role, owner)).reply.status is StorageStatus.OK
+        hello = StorageHello(PROTOCOL_VERSION, "3.11.0", role, owner)
+        assert _call(cache, peer, hello).reply.status is StorageStatus.OK
     cache.act(b"processor", 2, Put(RESULT, b"owner", 2000, "result"), [b"x" * 1000] * 2)  # stored, and to upload
     assert _call(cache, b"client", Get(RESULT)).reply.value == ObjectSize(2000)
     whole = _call(cache, b"client", GetInParts(RESULT))
