@@ -11,7 +11,9 @@ digest as it comes (`CheckedSource`), and falls back to the storage server when 
 refuses, answers notFound (evicted), stays silent for the storage timeout (silence, not the total, is bounded) or sends
 a piece that does not match: said once per host in the log, and that host not tried again by this client. Nothing is
 taken from a piece that did not match: the value is made only once every piece was checked. A storage server that
-answers no client's `source` (an older one) is not asked again.
+answers no client's `source` (an older one) is not asked again, and one that named no usable holder for QUIET_AFTER
+reads in a row (no host caches: one machine; or none the client reaches) is asked before one read in QUIET_AFTER only,
+since each ask is a round trip over the client's link.
 
 `SourceChoice` is the pure part: whether to ask, which holder an answer names, which hosts were given up.
 """
@@ -38,6 +40,11 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+#: After this many reads in a row for which the storage server named no holder (a deployment without host caches, or
+#: a client that reaches none of them), a client asks only before every this-many-th read: each ask is a round trip
+#: over the client's link, which a laptop's makes long.
+QUIET_AFTER = 8
+
 #: How long a client waits for a holder's connection (and its handshake) before it reads from the storage server
 #: instead: paid at most once per host, by a client that cannot reach it.
 CONNECT_SECONDS = 2.0
@@ -55,14 +62,29 @@ class SourceChoice:
         self._secured = secured
         self.asks = True  #: the storage server answers a client's `source` (until it says it does not)
         self._given_up: set[str] = set()  #: holders this client reads nothing more from
+        self._nowhere = 0  #: reads in a row for which no holder was named (or none usable)
+        self._skipped = 0  #: reads not asked about since the last ask, once quiet
+
+    def should_ask(self) -> bool:
+        """Whether to ask the storage server where the next result is: always, but after QUIET_AFTER reads in a row
+        with no holder named, only before every QUIET_AFTER-th read."""
+        if not self.asks:
+            return False
+        if self._nowhere < QUIET_AFTER:
+            return True
+        self._skipped += 1
+        if self._skipped < QUIET_AFTER:
+            return False
+        self._skipped = 0
+        return True
 
     def holder(self, source: Any) -> str:
         """The holder the storage server's answer names to read from; "": the storage server."""
-        if not isinstance(source, ObjectSource) or not source.address or not source.piece_digests:
-            return ""
-        if source.address in self._given_up or (self._secured and not source.server_key):
-            return ""
-        return source.address
+        usable = isinstance(source, ObjectSource) and bool(source.address and source.piece_digests)
+        if usable and (source.address in self._given_up or (self._secured and not source.server_key)):
+            usable = False
+        self._nowhere = 0 if usable else self._nowhere + 1
+        return source.address if usable else ""
 
     def unanswered(self) -> None:
         """The storage server answers no client's `source`: reads go there, as before."""
@@ -172,7 +194,7 @@ class HolderReads:
     def _where(self, storage: Any, object_id: bytes) -> ObjectSource | None:
         """The holder to read from, as the storage server names it (None: read from the storage server)."""
         with self._lock:
-            if not self._usable or not self._choice.asks or self._closed:
+            if not self._usable or self._closed or not self._choice.should_ask():
                 return None
         try:
             source = storage.call(SourceRequest(ObjectID(bytes(object_id)))).reply.value

@@ -6,12 +6,13 @@
 - the admission (host_cache/keys.py): a cache lets in its workers' key and the keys its storage server lets in as
   clients, asking it once per key within `KEY_ANSWER_SECONDS`; the server answers by its authorised folder;
 - a host cache serves a client reads of what it holds and nothing else (no put, no fetch on its behalf);
-- the client's choice of source, and the check of each piece a holder sends.
+- the client's choice of source (asked seldom where no holder is ever named), and the check of each piece a holder
+  sends.
 
 Checked with the mechanism off: with `HostLedger.holder` answering "" the service tests of a client's source fail;
 with `CacheSecurity._is_client` answering False the admission test fails; with `StorageService.act` letting a client
 do anything at a cache (CLIENT_AT_CACHE holding every operation) the cache test fails; with `CheckedSource._piece_ended`
-checking nothing the mismatch tests fail."""
+checking nothing the mismatch tests fail; with `SourceChoice.should_ask` always true the quiet test fails."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 import zmq.auth
 
-from scaler.client.holder_reads import CheckedSource, PieceMismatch, SourceChoice
+from scaler.client.holder_reads import QUIET_AFTER, CheckedSource, PieceMismatch, SourceChoice
 from scaler.object_storage.host_cache.keys import CacheSecurity, ClientKeys
 from scaler.object_storage.host_ledger import HostLedger
 from scaler.object_storage.service import StorageAnswer, StorageService
@@ -218,6 +219,24 @@ def test_the_client_chooses_a_holder_named_with_its_key_and_gives_up_on_one_that
     assert SourceChoice(secured=False).holder(ObjectSource(B, DIGESTS)) == B
     choice.unanswered()
     assert not choice.asks
+
+
+def test_a_client_whose_server_names_no_holder_asks_it_seldom() -> None:
+    """Each ask is a round trip over the client's link (a laptop's is long): where no host caches hold results (one
+    machine) or none can be reached, the client asks before one read in QUIET_AFTER, and at each read again once a
+    holder is named."""
+    choice = SourceChoice(secured=False)
+    asked = []
+    for _ in range(3 * QUIET_AFTER):
+        asked.append(choice.should_ask())
+        if asked[-1]:
+            choice.holder(ObjectSource())
+    assert asked[:QUIET_AFTER] == [True] * QUIET_AFTER, "asked at each read at first"
+    assert asked[QUIET_AFTER:].count(True) == 2, asked
+    while not choice.should_ask():
+        pass
+    assert choice.holder(ObjectSource(A, DIGESTS)) == A
+    assert all(choice.should_ask() for _ in range(QUIET_AFTER)), "a holder named: asked at each read again"
 
 
 class _Pieces:
