@@ -177,7 +177,11 @@ class HolderReads:
                 digests = source.piece_digests
                 value = holder.read_in_parts(object_id, lambda parts: _checked(consume, parts, digests))
             except (ObjectStorageException, MissingObjects, OSError) as error:
-                self._failed(source.address, object_id, error)
+                self._failed(source.address, holder, object_id, error)
+            except BaseException:  # the value not understood (the read is over): the connection serves the next
+                if holder is not None:
+                    self._done(source.address, holder)
+                raise
             else:
                 self._done(source.address, holder)
                 return value
@@ -236,13 +240,17 @@ class HolderReads:
                 return
         holder.close()
 
-    def _failed(self, address: str, object_id: bytes, error: BaseException) -> None:
+    def _failed(
+        self, address: str, holder: ObjectStorageConnection | None, object_id: bytes, error: BaseException
+    ) -> None:
+        """Reading from `address` failed (on `holder`): that host is given up, its connections closed (one a read is
+        under way on is closed when that read ends: `_done`, or here)."""
         with self._lock:
             first = self._choice.failed(address)
-            holders = self._all.pop(address, [])
-            self._idle.pop(address, None)
-        for holder in holders:  # a read under way on one of them ends on its own (its connection closed)
-            holder.close()
+            self._all.pop(address, None)
+            closing = self._idle.pop(address, [])
+        for each in [*closing, *([holder] if holder is not None else [])]:
+            each.close()
         if first:
             logger.warning(
                 "reading result %s from the host that holds it (%s) failed: %s; reading it from the storage server, "
