@@ -96,15 +96,19 @@ def _ask(service: StorageService, peer: bytes, operation: StorageOperation, key:
     return answer
 
 
-def test_the_ledger_names_a_client_the_latest_holder_and_records_nothing() -> None:
+def test_the_ledger_names_a_client_the_host_that_made_the_result_and_records_nothing() -> None:
     ledger = HostLedger()
     assert ledger.holder(RESULT) == "", "no holder: the storage server"
     ledger.uploaded(RESULT, A)
     ledger.source(RESULT, B)
-    assert ledger.holder(RESULT) == B
+    assert ledger.holder(RESULT) == A, "the host that made it holds it whole; B may be fetching it still"
     assert ledger.holders(RESULT) == [A, B], "asking changed nothing"
-    ledger.source(RESULT, "tcp://c:1", failed=B)
-    assert ledger.holder(RESULT) == "tcp://c:1"
+    ledger.source(RESULT, "tcp://c:1", failed=A)
+    assert ledger.holder(RESULT) == "tcp://c:1", "its maker failed a cache: the latest holder"
+    fetched = ObjectID(b"f" * 32)
+    ledger.source(fetched, A)
+    ledger.source(fetched, B)
+    assert ledger.holder(fetched) == B, "none stored it here: the latest holder"
     ledger.forget([RESULT])
     assert ledger.holder(RESULT) == ""
 
