@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from scaler.client.holder_reads import HolderReads
 from scaler.errors import MissingObjects
 from scaler.io.sockets import TransportSecurity
 from scaler.object_storage.put_pipeline import PutPipeline
@@ -53,6 +54,8 @@ class ClientObjectStorage:
         self._puts: PutPipeline[HeldTask] | None = None
         self._readers: list[ObjectStorageConnection] = []  #: reading connections not in use (read_ahead.py)
         self._all_readers: list[ObjectStorageConnection] = []
+        #: results of this client read from the hosts that hold them (client/holder_reads.py)
+        self._holder_reads = HolderReads(owner_id, security, timeout_seconds)
 
     @property
     def address(self) -> str:
@@ -99,6 +102,11 @@ class ClientObjectStorage:
             if connection is None:
                 connection = self._others[owner_id] = self._connect(owner_id)
             return connection
+
+    def read_result(self, storage: ObjectStorageConnection, object_id: bytes, consume: Callable[[Any], T]) -> T:
+        """`consume(source)` of a result of this client's read over a socket (off the storage's host): from the host
+        that holds it when the storage server names one, else from `storage` (client/holder_reads.py)."""
+        return self._holder_reads.read_in_parts(storage, object_id, consume)
 
     def reads_locally(self) -> bool:
         """Whether this client's objects are read back without a transfer (it is on the storage's host)."""
@@ -156,6 +164,7 @@ class ClientObjectStorage:
         for connection in connections:
             if connection is not None:
                 connection.close()
+        self._holder_reads.close()
         if puts is not None:
             puts.close(0.0)
 

@@ -193,7 +193,9 @@ class Session:
             self.identity, settings.serializer, self._storage.objects, self._agent.keys.ship_local_modules,
             stored=self._storage,
         )  # fmt: skip
-        self._reader = ResultReader(settings.serializer, self._storage.connection)
+        self._reader = ResultReader(
+            settings.serializer, self._storage.connection, read_in_parts=self._storage.read_result
+        )
         #: stored results read as soon as their tasks are answered (client/eager_reads.py)
         self._eager = EagerReads(self._storage.as_reader, self._storage.reads_locally)
         self._agent.on_answered = self._read_stored_results
@@ -461,7 +463,10 @@ class Session:
         """How futures read results stored by `owner_id` (None: this client), deleting them once read unless
         `keep_objects` (a job's results: other clients may read them too)."""
         if owner_id is None:
-            return ResultReader(self.serializer, self._storage.connection, keep_objects=keep_objects)
+            return ResultReader(
+                self.serializer, self._storage.connection, keep_objects=keep_objects,
+                read_in_parts=self._storage.read_result,
+            )  # fmt: skip
         return ResultReader(self.serializer, lambda: self._storage.of_owner(owner_id), keep_objects=keep_objects)
 
     def read_ahead(self, count: int = 2) -> ReadAhead | NoReadAhead:

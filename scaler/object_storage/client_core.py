@@ -78,6 +78,7 @@ from scaler.protocol.storage_messages import (
     GetInParts,
     GetMapped,
     Put,
+    SourceRequest,
     StorageHello,
     StorageOperation,
     StorageReply,
@@ -104,6 +105,11 @@ DEFAULT_TIMEOUT_SECONDS = 60.0
 MAX_ADOPTS_PER_BATCH = 256
 #: How long a send refused for want of a connection keeps trying before the request fails (rule 6).
 CONNECT_TIMEOUT_SECONDS = 10.0
+
+
+class SourcesUnknown(ObjectStorageException):
+    """The server tells a client nothing of where its results are held (host_ledger S5): an older one, which answered
+    its `source` `badRequest`."""
 
 
 class HoldsUnknown(ObjectStorageException):
@@ -272,9 +278,18 @@ class _Pending:
 class StorageClientCore(Generic[T]):
     """One connection's requests (see the module's rules). Not thread-safe: a shell calls it under its own lock."""
 
-    def __init__(self, address: str, hello: StorageHello, timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS) -> None:
+    def __init__(
+        self,
+        address: str,
+        hello: StorageHello,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        connect_seconds: float = CONNECT_TIMEOUT_SECONDS,
+    ) -> None:
+        """`connect_seconds`: how long a send waits for a connection before the request fails (rule 6; at most the
+        timeout)."""
         self.address = address
         self.timeout_seconds = timeout_seconds
+        self.connect_seconds = min(timeout_seconds, connect_seconds)
         self._hello = hello
         self._ids = itertools.count(1)
         self._pending: dict[int, _Pending] = {}  #: by the request id it was last sent under
@@ -400,7 +415,7 @@ class StorageClientCore(Generic[T]):
 
     def send_deadline(self, now: float) -> float:
         """Until when a send refused for want of a connection keeps trying (rule 6)."""
-        return now + min(self.timeout_seconds, CONNECT_TIMEOUT_SECONDS)
+        return now + self.connect_seconds
 
     # ------------------------------------------------------------ what the connection reports
 
@@ -470,7 +485,7 @@ class StorageClientCore(Generic[T]):
         return self._reset(ObjectStorageException(f"object storage at {self.address} sent a bad reply: {reason}"))
 
     def on_unreachable(self) -> list[Outcome[T]]:
-        seconds = min(self.timeout_seconds, CONNECT_TIMEOUT_SECONDS)
+        seconds = self.connect_seconds
         return self._reset(ObjectStorageException(
             f"object storage at {self.address} is not reachable: no connection within {seconds:g} s "
             f"(is the object storage server running?)"
@@ -717,6 +732,8 @@ def status_error(reply: StorageReply, address: str, operation: StorageOperation)
             return HeldObjectGone(reply.reason)
     if status is StorageStatus.BAD_REQUEST and isinstance(operation, Put) and operation.hold:
         return HoldsUnknown(f"object storage at {address} records no results held by their hosts: {reply.reason}")
+    if status is StorageStatus.BAD_REQUEST and isinstance(operation, SourceRequest):
+        return SourcesUnknown(f"object storage at {address} names no holder of results: {reply.reason}")
     if status is StorageStatus.FULL:
         return ObjectStorageFullError(f"object storage at {address} refused the {type(operation).__name__.lower()}: "
                                       f"{reply.reason}")  # fmt: skip

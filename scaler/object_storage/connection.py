@@ -23,6 +23,7 @@ from zmq.utils.monitor import parse_monitor_message
 from scaler.errors import ObjectStorageException
 from scaler.io.sockets import SocketFactory, Sockets, TransportSecurity
 from scaler.object_storage.client_core import (
+    CONNECT_TIMEOUT_SECONDS,
     DEFAULT_TIMEOUT_SECONDS,
     Answered,
     Failed,
@@ -350,16 +351,22 @@ class ObjectStorageConnection:
         owner_id: bytes = b"",
         map_local: bool = True,
         cache_address: str = "",
+        connect_seconds: float = CONNECT_TIMEOUT_SECONDS,
     ) -> None:
         """`owner_id`: a client's id; the server lets a client store, read and delete only its own objects.
         `map_local`: on the server's host, objects move through its segment directory (False: over the socket, as
-        from any other host). `cache_address`: a host cache's (role "cache"), where other hosts' caches reach it."""
+        from any other host). `cache_address`: a host cache's (role "cache"), where other hosts' caches reach it.
+        `connect_seconds`: how long a request waits for a connection before it fails (a server that cannot be
+        reached)."""
         self._address = address
         self._is_factory_owned = sockets is None
         #: `security` secures the connection's own factory; a factory passed in brings its own
         self._sockets = sockets if sockets is not None else SocketFactory(security=security)
         core: StorageClientCore[None] = StorageClientCore(
-            address, hello_operation(role, local_python_version(), owner_id, cache_address), timeout_seconds
+            address,
+            hello_operation(role, local_python_version(), owner_id, cache_address),
+            timeout_seconds,
+            connect_seconds,
         )
         #: the socket queues only to a live connection (IMMEDIATE): a server that is down is reported after the
         #: connect timeout, instead of the request waiting the full reply timeout in a queue

@@ -12,6 +12,11 @@ S3. A deleted object's holders are forgotten; beyond MAX_OBJECTS objects, those 
 S4. A cache that stored an object here for its host's processors (a result it uploaded, cache rule C4) holds it too: it
     is the object's latest holder, fetching from nobody, so that a task on another host reads the result from the host
     that made it (S1) instead of from this server; the upload shows it alive (S2 no longer names it failed).
+S5. A client that asks where an object is (a result of its own it reads) is told the cache that stored it here for its
+    host (S4: it holds it whole, where a cache that fetches it may not have it yet) or, with none, its latest holder,
+    either not named failed (S2); the client is recorded nowhere: it is neither a holder nor a fetcher, and what it
+    could not reach is its own affair (a laptop off the workers' network reaches no host), not a failed source for the
+    caches.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ class HostLedger:
         self._holders: OrderedDict[bytes, list[str]] = OrderedDict()  #: object -> caches, the latest last
         self._sources: dict[tuple[bytes, str], str] = {}  #: (object, cache) -> the source it was sent to
         self._failed: set[str] = set()  #: sources a cache could not fetch from (S2)
+        self._stored_by: dict[bytes, str] = {}  #: object -> the cache that stored it here for its host (S4)
         self._max_objects = max_objects
 
     def source(self, object_id: bytes, asker: str, failed: str = "") -> str:
@@ -45,12 +51,23 @@ class HostLedger:
         self._bound()
         return source
 
+    def holder(self, object_id: bytes) -> str:
+        """S5: where a client reads the object from: its latest holder not named failed, "" for none (this server).
+        Changes nothing."""
+        holders = self._holders.get(bytes(object_id), [])
+        maker = self._stored_by.get(bytes(object_id), "")
+        if maker in holders and maker not in self._failed:
+            return maker
+        usable = [holder for holder in holders if holder not in self._failed]
+        return usable[-1] if usable else ""
+
     def uploaded(self, object_id: bytes, holder: str) -> None:
         """S4: `holder` stored the object here, and holds it."""
         object_id = bytes(object_id)
         holders = self._holders.pop(object_id, [])
         self._holders[object_id] = [*(each for each in holders if each != holder), holder]
         self._sources[(object_id, holder)] = ""
+        self._stored_by[object_id] = holder
         self._failed.discard(holder)
         self._bound()
 
@@ -58,6 +75,7 @@ class HostLedger:
         """S3: beyond MAX_OBJECTS objects, those asked about least recently are forgotten."""
         while len(self._holders) > self._max_objects:
             forgotten, caches = self._holders.popitem(last=False)
+            self._stored_by.pop(forgotten, None)
             for cache in caches:
                 self._sources.pop((forgotten, cache), None)
 
@@ -78,5 +96,6 @@ class HostLedger:
     def forget(self, object_ids: Iterable[bytes]) -> None:
         """S3: deleted objects."""
         for object_id in object_ids:
+            self._stored_by.pop(bytes(object_id), None)
             for cache in self._holders.pop(bytes(object_id), []):
                 self._sources.pop((bytes(object_id), cache), None)

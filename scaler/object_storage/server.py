@@ -388,7 +388,7 @@ class _ServerShell:
         frames = self._segment_frames(answer) if answer.segment else list(answer.payload)
         source = answer.reply.value
         assert isinstance(source, ObjectSource)
-        value = ObjectSource(source.address, piece_digests(frames)) if frames else ObjectSource()
+        value = ObjectSource(source.address, piece_digests(frames), source.server_key) if frames else ObjectSource()
         self._send([peer, encode_storage_reply(dataclasses.replace(answer.reply, value=value))])
 
     def _send_file_piece(self, peer: bytes, answer: StorageAnswer) -> None:

@@ -48,6 +48,7 @@ from scaler.protocol.storage_messages import (
     AdoptMany,
     AdoptOutcome,
     AdoptOutcomes,
+    ClientKey,
     Delete,
     DeleteOwner,
     Exists,
@@ -100,7 +101,13 @@ _OPERATION_NAMES: dict[type, str] = {
     SourceRequest: "source",
     HostReport: "hostReport",
     Fates: "fates",
+    ClientKey: "clientKey",
 }
+
+#: What a client may ask a host cache (its reads of the results the cache holds: host_ledger S5); anything else is
+#: refused, and a read of what the cache does not hold is answered notFound at once (nothing is fetched for it).
+CLIENT_AT_CACHE = (Get, GetInParts)
+CLIENT_AT_CACHE_TEXT = "a host cache serves a client its reads of the objects it holds (get, getInParts), nothing else"
 
 #: The most adopts one adoptMany may carry (a client sends at most put_pipeline's batch).
 MAX_ADOPTS_PER_REQUEST = 4096
@@ -245,6 +252,9 @@ class StorageService:
         #: the results host caches hold and will upload, and those lost with their holder (held_results.py)
         self.held: HeldResults[WaitingRead] = HeldResults()
         self._now = 0.0  #: the time of the request being handled (`act`'s `now`)
+        #: a host cache's address -> the CURVE public key it serves with (its hello's key): told to a client that reads
+        #: a result from it (host_ledger S5)
+        self._cache_keys: OrderedDict[str, bytes] = OrderedDict()
         if cache:  # the cache's own fetcher stores what it fetched through the requests any peer makes
             self._greeted[FETCHER] = _Greeted("worker", b"", None)
 
@@ -314,6 +324,8 @@ class StorageService:
                 self._greeted.pop(peer, None)
                 return self._refused(request_id, f"authentication: {REVOKED_TEXT}")
         self._greeted.move_to_end(peer)
+        if self.cache is not None and greeted.role == "client" and not isinstance(operation, CLIENT_AT_CACHE):
+            return bad_request(request_id, CLIENT_AT_CACHE_TEXT)
         if isinstance(operation, Put):
             if operation.turn:
                 return self._turn(peer, request_id, operation, payload, greeted)
@@ -348,6 +360,8 @@ class StorageService:
             return self._host_report(request_id, operation, greeted)
         if isinstance(operation, Fates):
             return self._fates(request_id, operation, greeted)
+        if isinstance(operation, ClientKey):
+            return self._client_key(request_id, operation, greeted)
         if isinstance(operation, Exists) and self.cache is not None and peer != FETCHER:
             self.cache.check(operation.object_id, (peer, request_id))  # C5: the upstream's answer
             return None
@@ -590,6 +604,11 @@ class StorageService:
             self._owner_keys.setdefault(hello.owner_id, key)
         self._greeted[peer] = _Greeted(hello.role, hello.owner_id, key, hello.cache_address)
         self._greeted.move_to_end(peer)
+        if hello.role == "cache" and hello.cache_address and key is not None:
+            self._cache_keys[hello.cache_address] = key
+            self._cache_keys.move_to_end(hello.cache_address)
+            while len(self._cache_keys) > self._max_greeted_peers:
+                self._cache_keys.popitem(last=False)
         while len(self._greeted) > self._max_greeted_peers:
             self._greeted.popitem(last=False)
         return _ok(request_id, self._segment_directory)
@@ -597,7 +616,7 @@ class StorageService:
     def _hello_refusal(self, hello: StorageHello, key: bytes | None) -> str | None:
         if hello.role == "client" and not hello.owner_id:
             return "a client's hello must carry its client id (the owner of the objects it stores)"
-        if self.cache is not None and hello.role not in WORKER_ROLES and hello.role != "readiness-probe":
+        if self.cache is not None and hello.role not in WORKER_ROLES | {"readiness-probe", "client"}:
             return f"a host cache serves the workers of its host, not a {hello.role or 'peer'}: use the storage server"
         if self._roles is None:
             return None
@@ -804,8 +823,12 @@ class StorageService:
     def _source(self, request_id: int, request: SourceRequest, peer: _Greeted) -> StorageAnswer:
         """Where a host cache fetches an object from (host_ledger.py): another host's cache, with the digests of the
         object's pieces (the shell takes them), or this server ("")."""
-        if not peer.cache_address or self.cache is not None:
-            return bad_request(request_id, "source: only a host cache asks, and only its storage server answers")
+        if self.cache is not None or not (peer.cache_address or peer.role == "client"):
+            return bad_request(
+                request_id, "source: only a host cache or a client asks, and only a storage server answers"
+            )  # fmt: skip
+        if not peer.cache_address:
+            return self._client_source(request_id, request.object_id, peer)
         stored = self.store.get(request.object_id)
         settled = stored is not None and self.store.settled(request.object_id, stored.generation)
         source = self.ledger.source(request.object_id, peer.cache_address, request.failed)
@@ -818,6 +841,44 @@ class StorageService:
         segment = request.object_id if stored.frames is None else b""
         reply = StorageReply(request_id, StorageStatus.OK, "", ObjectSource(source))
         return StorageAnswer(reply, stored.frames or (), segment, digests=True)
+
+    def _client_source(self, request_id: int, object_id: bytes, peer: _Greeted) -> StorageAnswer:
+        """Where a client reads a large result of its own from (host_ledger S5): the host cache that holds it, the key
+        it serves with and the digests of the object's pieces (the shell takes them from the stored copy), or nowhere
+        ("": from this server). Held (H1) or stored here alike; nothing is recorded."""
+        nowhere = _ok(request_id, ObjectSource())
+        stored = self.store.peek(object_id)
+        holding = self.held.get(object_id) if stored is None else None
+        if holding is not None:
+            holder = self.ledger.holder(object_id)
+            greeted = self._greeted.get(holding.holder)
+            if not holding.holder or not holder or not holding.piece_digests or greeted is None:
+                return nowhere  # lost with its holder (H4): its readers wait here for it made again
+            if not self._may_read(peer, holding.owner_id):
+                return nowhere
+            key = self._cache_keys.get(holder, b"")
+            if self._roles is not None and not key:
+                return nowhere
+            return _ok(request_id, ObjectSource(holder, holding.piece_digests, key.decode()))
+        if stored is None or not self._may_read(peer, stored.owner_id):
+            return nowhere
+        settled = self.store.settled(object_id, stored.generation)
+        in_memory = stored.frames is not None or stored.segment is Segment.READY
+        holder = self.ledger.holder(object_id) if settled and in_memory else ""
+        key = self._cache_keys.get(holder, b"")
+        if not holder or (self._roles is not None and not key):
+            return nowhere
+        segment = object_id if stored.frames is None else b""
+        reply = StorageReply(request_id, StorageStatus.OK, "", ObjectSource(holder, (), key.decode()))
+        return StorageAnswer(reply, stored.frames or (), segment, digests=True)
+
+    def _client_key(self, request_id: int, request: ClientKey, peer: _Greeted) -> StorageAnswer:
+        """Whether a host cache lets a peer with this public key in as a client (it may say it is a client here)."""
+        if peer.role != "cache" or self.cache is not None:
+            return bad_request(request_id, "clientKey: only a host cache asks, and only its storage server answers")
+        if self._roles is None:
+            return _ok(request_id, True)
+        return _ok(request_id, storage_refusal(self._roles.roles_of(request.public_key.encode()), "client") is None)
 
     def _host_report(self, request_id: int, report: HostReport, peer: _Greeted) -> StorageAnswer:
         """What a host cache holds and moves (traffic.py T3): for the info's traffic."""

@@ -74,12 +74,21 @@ class _NotDeserialized(Exception):
 
 
 class ResultReader:
-    def __init__(self, serializer: Serializer, storage: Callable[[], Any], keep_objects: bool = False) -> None:
+    def __init__(
+        self,
+        serializer: Serializer,
+        storage: Callable[[], Any],
+        keep_objects: bool = False,
+        read_in_parts: Callable[[Any, bytes, Callable[[Any], Any]], Any] | None = None,
+    ) -> None:
         """`keep_objects`: leave a result stored after reading it (a job's: other clients may attach and read it;
         the scheduler frees it when the job expires). Otherwise a result read is deleted from storage after the
-        read, without waiting for the delete (`LaterDeletes`)."""
+        read, without waiting for the delete (`LaterDeletes`). `read_in_parts(storage, object_id, consume)`: how a
+        result is read over a socket (a client's: from the host that holds it, client/holder_reads.py); None: with
+        `storage.read_in_parts`."""
         self._serializer = serializer
         self._storage = storage
+        self._read_in_parts = read_in_parts
         self._keep_objects = keep_objects
         self._deletes = LaterDeletes()
 
@@ -119,7 +128,10 @@ class ResultReader:
         storage = self._storage()
         try:
             if isinstance(storage, ReadsInParts) and not storage.maps_objects():
-                value = storage.read_in_parts(result.payload, self._deserialized_source)
+                if self._read_in_parts is not None:
+                    value = self._read_in_parts(storage, result.payload, self._deserialized_source)
+                else:
+                    value = storage.read_in_parts(result.payload, self._deserialized_source)
             else:
                 # over CURVE a large frame comes in pieces: deserialize_frames joins them itself, copying once
                 value = self._deserialized(storage.get_frames(result.payload, pieces=True))

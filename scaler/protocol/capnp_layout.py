@@ -1063,6 +1063,7 @@ SM_STRUCTS: dict[str, Struct] = {
             ("source", 13, "struct", 0, "SourceRequest"),
             ("hostReport", 14, "struct", 0, "HostReport"),
             ("fates", 15, "list", 0, "data"),
+            ("clientKey", 16, "text", 0, ""),
         ),
     ),
     "HostTraffic": (
@@ -1145,11 +1146,12 @@ SM_STRUCTS: dict[str, Struct] = {
     ),
     "ObjectSource": (
         0,
-        2,
+        3,
         -1,
         (
             ("address", -1, "text", 0, ""),
             ("pieceDigests", -1, "list", 1, "data"),
+            ("serverKey", -1, "text", 2, ""),
         ),
     ),
     "WriteBegin": (

@@ -467,6 +467,7 @@ _SM_STORAGE_REQUEST__WRITE_PROGRESS = field_of("sm", "StorageRequest.writeProgre
 _SM_STORAGE_REQUEST__SOURCE = field_of("sm", "StorageRequest.source")
 _SM_STORAGE_REQUEST__HOST_REPORT = field_of("sm", "StorageRequest.hostReport")
 _SM_STORAGE_REQUEST__FATES = field_of("sm", "StorageRequest.fates")
+_SM_STORAGE_REQUEST__CLIENT_KEY = field_of("sm", "StorageRequest.clientKey")
 _NEW_SM_STORAGE_REQUEST = constructor(sm.StorageRequest)
 _SM_HOST_TRAFFIC__HOST = field_of("sm", "HostTraffic.host")
 _SM_HOST_TRAFFIC__ADDRESS = field_of("sm", "HostTraffic.address")
@@ -512,6 +513,7 @@ _SM_SOURCE_REQUEST__FAILED = field_of("sm", "SourceRequest.failed")
 _NEW_SM_SOURCE_REQUEST = constructor(sm.SourceRequest)
 _SM_OBJECT_SOURCE__ADDRESS = field_of("sm", "ObjectSource.address")
 _SM_OBJECT_SOURCE__PIECE_DIGESTS = field_of("sm", "ObjectSource.pieceDigests")
+_SM_OBJECT_SOURCE__SERVER_KEY = field_of("sm", "ObjectSource.serverKey")
 _NEW_SM_OBJECT_SOURCE = constructor(sm.ObjectSource)
 _SM_WRITE_BEGIN__OBJECT_ID = field_of("sm", "WriteBegin.objectId")
 _SM_WRITE_BEGIN__OWNER_ID = field_of("sm", "WriteBegin.ownerId")
@@ -1983,6 +1985,8 @@ def write_storage_request(b: Any, v: sm.StorageRequest) -> None:  # noqa: C901 -
         write_host_report(b.init("hostReport"), x)
     elif isinstance(x, sm.Fates):
         b.fates = x.object_ids
+    elif isinstance(x, sm.ClientKey):
+        b.clientKey = x.public_key
     else:
         raise TypeError(f"{type(x).__name__} is not a member of this union")
 
@@ -2022,6 +2026,8 @@ def read_storage_request(r: Any) -> sm.StorageRequest:  # noqa: C901 - one branc
         operation = read_host_report(r._get_by_field(_SM_STORAGE_REQUEST__HOST_REPORT))
     elif which == "fates":
         operation = sm.Fates(tuple(r._get_by_field(_SM_STORAGE_REQUEST__FATES)))
+    elif which == "clientKey":
+        operation = sm.ClientKey(r._get_by_field(_SM_STORAGE_REQUEST__CLIENT_KEY))
     else:
         raise ValueError(f"unknown union member {which}")
     return _NEW_SM_STORAGE_REQUEST(r._get_by_field(_SM_STORAGE_REQUEST__REQUEST_ID), operation)
@@ -2157,6 +2163,7 @@ def read_source_request(r: Any) -> sm.SourceRequest:
 def write_object_source(b: Any, v: sm.ObjectSource) -> None:
     b.address = v.address
     b.pieceDigests = v.piece_digests
+    b.serverKey = v.server_key
 
 
 def read_object_source(r: Any) -> sm.ObjectSource:
@@ -2165,6 +2172,7 @@ def read_object_source(r: Any) -> sm.ObjectSource:
         tuple(r._get_by_field(_SM_OBJECT_SOURCE__PIECE_DIGESTS))
         if r._has_by_field(_SM_OBJECT_SOURCE__PIECE_DIGESTS)
         else (),
+        r._get_by_field(_SM_OBJECT_SOURCE__SERVER_KEY),
     )
 
 

@@ -12,7 +12,7 @@
 
 using Storage = import "object_storage.capnp";
 
-const protocolVersion :UInt32 = 7;
+const protocolVersion :UInt32 = 8;
   # Every hello carries it; peers of another version are refused. Raise it with any change an older peer cannot read:
   # a new message, union member or enumerant it would receive, or a changed meaning (docs/protocol.md, section 4.6).
   # Version 4: one route; every task reaches its processor on the processor's own link (docs/protocol.md section 3.7).
@@ -21,6 +21,8 @@ const protocolVersion :UInt32 = 7;
   # Version 6: host caches (docs/architecture.md, "One copy per host"): HelloReply's objectStorageServerKey; in the
   # storage protocol, StorageHello's cacheAddress, the source request and reply, SegmentDirectory's hostCache, and
   # the caches' hostReport (what each holds and moves, which the storage's info and the monitor feed's status carry).
+  # Version 8: a client reads a result from the host cache that holds it: its `source` is answered with the holder's
+  # key (ObjectSource.serverKey), and a host cache asks its storage server which keys are clients' (`clientKey`).
 
 const priorityDepthBits :UInt32 = 10;
   # A task's priority is the user's priority shifted left by this many bits, plus its nesting depth (client/sharing.py):

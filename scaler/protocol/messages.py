@@ -133,8 +133,10 @@ _set = object.__setattr__
 #: heartbeatIntervalSeconds; docs/protocol.md section 3.4). Version 6: host caches (docs/architecture.md, "One copy
 #: per host"): HelloReply's objectStorageServerKey; in the storage protocol, StorageHello's cacheAddress, the source
 #: request and reply, SegmentDirectory's hostCache, and the caches' hostReport (what each holds and moves, which the
-#: storage's info and the monitor feed's status carry).
-PROTOCOL_VERSION = 7
+#: storage's info and the monitor feed's status carry). Version 8: a client reads a result from the host cache that
+#: holds it: its `source` is answered with the holder's key (ObjectSource.serverKey), and a host cache asks its
+#: storage server which keys are clients' (`clientKey`).
+PROTOCOL_VERSION = 8
 
 #: A task's priority is the user's priority shifted left by this many bits, plus its nesting depth
 #: (client/sharing.py): `priority >> priorityDepthBits` is the user's priority.

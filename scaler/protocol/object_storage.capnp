@@ -35,11 +35,14 @@ struct StorageRequest {
                             # follow it (getInParts gets each piece once written; get, getMapped wait for its adopt)
     writeProgress @13 :WriteProgress;  # how far a writeBegin's file is written, or that its writer gave up
     source @14 :SourceRequest;  # a host cache (its hello names its address) asks where to fetch an object from:
-                            # answered `source` (another host's cache, or this server)
+                            # answered `source` (another host's cache, or this server); a client asks where a
+                            # result of its own is held (answered with the holder's key too; it is recorded nowhere)
     hostReport @15 :HostReport;  # a host cache tells its storage server what it holds and moves (every second while
                             # that changes, every 10 s while it does not): answered `none`; the server's info carries it
     fates @16 :List(Data);  # the scheduler asks what becomes of these objects (large results whose tasks it keeps until
                             # they are stored): answered `fates`
+    clientKey @17 :Text;    # a host cache asks whether a peer's CURVE public key (z85) may read from it as a client:
+                            # answered `exists`, true when this server gives that key the client role
   }
 }
 
@@ -110,6 +113,8 @@ struct ObjectSource {
   address @0 :Text;         # a host cache that holds the object or is fetching it; empty: fetch it from this server
   pieceDigests @1 :List(Data);  # BLAKE2b (16 bytes) of each piece of the object as getInParts cuts it (its frames,
                             # those over 1 MiB in pieces of 1 MiB): the asker checks what the source sends
+  serverKey @2 :Text;       # to a client that asks: the CURVE public key (z85) the host cache serves with; empty
+                            # without CURVE
 }
 
 struct WriteBegin {

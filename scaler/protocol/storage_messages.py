@@ -30,6 +30,7 @@ __all__ = [
     "AdoptMany",
     "AdoptOutcome",
     "AdoptOutcomes",
+    "ClientKey",
     "Delete",
     "DeleteOwner",
     "Exists",
@@ -160,6 +161,17 @@ class Fates(FrozenValue):
 
     def __init__(self, object_ids: tuple[ObjectID, ...]) -> None:
         _set(self, "object_ids", object_ids)
+
+
+@frozen_value
+class ClientKey(FrozenValue):
+    """a host cache asks whether a peer's CURVE public key (z85) may read from it as a client: answered `exists`,
+    true when this server gives that key the client role"""
+
+    public_key: str
+
+    def __init__(self, public_key: str) -> None:
+        _set(self, "public_key", public_key)
 
 
 @frozen_value
@@ -373,10 +385,13 @@ class ObjectSource(FrozenValue):
     #: BLAKE2b (16 bytes) of each piece of the object as getInParts cuts it (its frames, those over 1 MiB in
     #: pieces of 1 MiB): the asker checks what the source sends
     piece_digests: tuple[bytes, ...] = ()
+    #: to a client that asks: the CURVE public key (z85) the host cache serves with; empty without CURVE
+    server_key: str = ""
 
-    def __init__(self, address: str = "", piece_digests: tuple[bytes, ...] = ()) -> None:
+    def __init__(self, address: str = "", piece_digests: tuple[bytes, ...] = (), server_key: str = "") -> None:
         _set(self, "address", address)
         _set(self, "piece_digests", piece_digests)
+        _set(self, "server_key", server_key)
 
 
 @frozen_value
@@ -670,6 +685,7 @@ StorageOperation = (
     | SourceRequest
     | HostReport
     | Fates
+    | ClientKey
 )
 
 ReplyValue = (

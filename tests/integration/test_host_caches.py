@@ -12,8 +12,8 @@ storage server sent are read from its established TCP sockets (`ss`'s bytes_acke
 - A result reported done survives its host: reported, then both worker hosts killed (every process of their
   namespaces) and another started, it still reads back (made again there from its task when its upload had not been
   stored: held_results.py).
-- A peer with other keys than the workers' gets nothing from a cache (its CURVE handshake is refused); the workers'
-  keys get the object.
+- A peer with other keys than the workers' gets nothing from a cache as a worker (a client's key is let in to read
+  its own results only: tests/integration/test_results_read_from_their_host.py); the workers' keys get the object.
 - A host's cache that dies (killed) is replaced: its workers find the route again and their tasks go on.
 - A source the storage server names that nobody answers at (a host gone, or firewalled off): the fetch goes
   elsewhere, said once in the fetching cache's log, and the tasks read the object.
@@ -37,7 +37,8 @@ Checked by hand with each mechanism off:
   `test_a_cache_that_dies_is_replaced_...` fails;
 - the cache's authenticator letting every key in (`CacheSecurity.callback` returning True):
   `test_a_peer_without_the_workers_keys_gets_nothing_from_a_cache` fails;
-- the gather's read ahead off (`Session.reading_each` not calling `ahead.each`): the results came over one connection:
+- the gather's read ahead off (`Session.reading_each` not calling `ahead.each`; these tests read at the storage server,
+  as a client that cannot reach the workers' hosts does): the results came over one connection:
   `test_a_client_gathers_results_several_at_once_as_they_are_done` fails; the large uploads' lane off (`Upstream.submit`
   putting every job on the shared queue): each result went up on a connection of its own:
   `test_a_hosts_large_results_made_at_once_are_uploaded_one_after_the_other` fails;
@@ -66,6 +67,7 @@ import psutil
 import pytest
 
 from scaler import Client
+from scaler.client.holder_reads import SourceChoice
 from scaler.errors import ScalerError
 from scaler.io.address import free_tcp_port_block
 from scaler.object_storage.connection import ObjectStorageConnection
@@ -479,14 +481,25 @@ def test_a_peer_without_the_workers_keys_gets_nothing_from_a_cache(stack: Stack)
         with ObjectStorageConnection(address, role="worker", timeout_seconds=DEADLINE_SECONDS,
                                      security=as_workers) as allowed:  # fmt: skip
             assert len(allowed.get(reference.object_id)) == reference.size
-        other = session_security("client")
+        other = session_security("client")  # let in as a client (its own results: holder_reads.py), not as a worker
         as_client = CurveSecurity(other.public, other.secret, workers.public)
         with ObjectStorageConnection(address, role="worker", timeout_seconds=3, security=as_client) as refused:
             with pytest.raises(ScalerError):
                 refused.get(reference.object_id)
 
 
-def test_a_client_off_the_storage_host_reads_the_results_of_a_map_several_at_once(stack: Stack) -> None:
+@pytest.fixture
+def reads_at_the_storage(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process's client reads its results at the storage server, as one that cannot reach the workers' hosts does
+    (a laptop): the reads the tests below count are those (from the caches, on this machine's loopback, a read ends
+    before the next begins whatever the client does), and the uploads they wait for (a result read from its host and
+    deleted before its upload began is not uploaded)."""
+    monkeypatch.setattr(SourceChoice, "holder", lambda self, source: "")
+
+
+def test_a_client_off_the_storage_host_reads_the_results_of_a_map_several_at_once(
+    stack: Stack, reads_at_the_storage: None
+) -> None:
     with Client(stack.addresses.scheduler) as client:
         results = client.map(sized_result, [4 * MiB] * 12, [0.2] * 12)
         receiving = stack.client_connections_that_received(os.getpid(), 2 * MiB)
@@ -494,7 +507,7 @@ def test_a_client_off_the_storage_host_reads_the_results_of_a_map_several_at_onc
     assert receiving >= 2, f"the results came over {receiving} connection(s) of this client to the storage"
 
 
-def test_a_client_gathers_results_several_at_once_as_they_are_done(stack: Stack) -> None:
+def test_a_client_gathers_results_several_at_once_as_they_are_done(stack: Stack, reads_at_the_storage: None) -> None:
     with Client(stack.addresses.scheduler) as client:
         results = client.gather([client.submit(sized_result, 4 * MiB, 0.2 * (n % 4)) for n in range(12)])
         receiving = stack.client_connections_that_received(os.getpid(), 2 * MiB)
@@ -502,7 +515,9 @@ def test_a_client_gathers_results_several_at_once_as_they_are_done(stack: Stack)
     assert receiving >= 2, f"the results came over {receiving} connection(s) of this client to the storage"
 
 
-def test_a_client_that_takes_results_one_by_one_has_them_read_as_they_are_done(stack: Stack) -> None:
+def test_a_client_that_takes_results_one_by_one_has_them_read_as_they_are_done(
+    stack: Stack, reads_at_the_storage: None
+) -> None:
     """A loop of `result()`: each stored result is read once its task is answered, several at once
     (client/eager_reads.py), not one after the other as the loop comes to them."""
     with Client(stack.addresses.scheduler) as client:
@@ -513,7 +528,9 @@ def test_a_client_that_takes_results_one_by_one_has_them_read_as_they_are_done(s
     assert receiving >= 2, f"the results came over {receiving} connection(s) of this client to the storage"
 
 
-def test_a_hosts_large_results_made_at_once_are_uploaded_one_after_the_other(stack: Stack) -> None:
+def test_a_hosts_large_results_made_at_once_are_uploaded_one_after_the_other(
+    stack: Stack, reads_at_the_storage: None
+) -> None:
     """Both processors of a host make a large result at the same moment: its cache uploads them one after the other
     on one connection (host_cache/upstream.py, LARGE_UPLOAD_BYTES), so that the first is stored, and its task
     reported, in about half the time two side by side would take."""

@@ -48,6 +48,11 @@ SIZE = 4 * MB
 REPORTED = """
 import json, sys, time
 from scaler import Client
+from scaler.client.holder_reads import SourceChoice
+
+# read at the storage server, as a client that cannot reach the workers' hosts does: a result read from its host and
+# deleted before its upload began would not be uploaded, and the test counts the uploads
+SourceChoice.holder = lambda self, source: ""
 
 def make(seed, size):
     time.sleep(1.0)

@@ -3,7 +3,7 @@ server's shell plays it (renames carried out at once in a temporary segment dire
 host_cache/upstream.py plays it: a miss is fetched once however many readers wait, readers in parts follow the fetch
 as it is written, a fetch that fails tells its readers why and a later read fetches again, a processor's put is
 answered only once the upstream answered its upload, `exists` is the upstream's, and writes readers follow and
-clients are refused.
+other roles are refused (a client may only read what the cache holds).
 
 Checked with the mechanism off (`StorageService(cache=False)`, a storage server): every test but the refusals fails,
 a read of an object not held being answered `notFound` at once and a put at once.
@@ -205,6 +205,11 @@ def test_writes_readers_follow_and_clients_are_refused(shell: Shell) -> None:
     shell.call(READER, WriteBegin(OBJECT, b"Client|a", "w.1-1.put", 5, (5,), "result"))
     ((status, _, reason, _, _),) = shell.take(READER)
     assert status is StorageStatus.BAD_REQUEST and "put or adopt" in reason
-    shell.call(b"client", StorageHello(PROTOCOL_VERSION, "3.11.0", "client", owner_id=b"Client|a"))
-    ((status, _, reason, _, _),) = shell.take(b"client")
+    shell.call(b"scheduler", StorageHello(PROTOCOL_VERSION, "3.11.0", "scheduler"))
+    ((status, _, reason, _, _),) = shell.take(b"scheduler")
     assert status is StorageStatus.REFUSED and "use the storage server" in reason
+    shell.call(b"client", StorageHello(PROTOCOL_VERSION, "3.11.0", "client", owner_id=b"Client|a"))
+    shell.take(b"client")  # a client reads what the cache holds (host_ledger S5), and does nothing else
+    shell.call(b"client", WriteBegin(OBJECT, b"Client|a", "w.1-1.put", 5, (5,), "result"))
+    ((status, _, reason, _, _),) = shell.take(b"client")
+    assert status is StorageStatus.BAD_REQUEST and "nothing else" in reason

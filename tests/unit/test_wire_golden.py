@@ -263,6 +263,7 @@ REQUESTS: dict[str, sm.StorageRequest] = {
         2, sm.Put(ObjectID(b"o" * 16), b"Client|abc", 10_000_000, "", (), False, True, (b"d" * 16, b"e" * 16))
     ),
     "storage-fates": sm.StorageRequest(2, sm.Fates((ObjectID(b"o" * 16), ObjectID(b"p" * 16)))),
+    "storage-client-key": sm.StorageRequest(2, sm.ClientKey("k" * 40)),
     "storage-get": sm.StorageRequest(3, sm.Get(ObjectID(b"o" * 16))),
     "storage-delete": sm.StorageRequest(4, sm.Delete((ObjectID(b"a" * 16), ObjectID(b"b" * 16)))),
     "storage-delete-empty": sm.StorageRequest(4, sm.Delete(())),
@@ -317,6 +318,9 @@ REPLIES: dict[str, sm.StorageReply] = {
     ),
     "storage-reply-mapped": sm.StorageReply(9, sm.StorageStatus.OK, "", sm.MappedSize(1 << 33)),
     "storage-reply-fates": sm.StorageReply(9, sm.StorageStatus.OK, "", sm.ObjectFates((-1, 0, 2))),
+    "storage-reply-source-for-a-client": sm.StorageReply(
+        9, sm.StorageStatus.OK, "", sm.ObjectSource("tcp://10.0.0.2:4000", (b"d" * 16,), "k" * 40)
+    ),
     "storage-reply-in-parts": sm.StorageReply(
         11, sm.StorageStatus.OK, "", sm.ObjectSize((1 << 20) + 40), (40, 1 << 20), 2
     ),

@@ -21,7 +21,7 @@ from scaler.config.sections import ObjectStorageServerConfig
 from scaler.io.event_loop import run
 from scaler.io.sockets import SocketFactory
 from scaler.object_storage.host_cache import place
-from scaler.object_storage.host_cache.keys import CacheSecurity
+from scaler.object_storage.host_cache.keys import CacheSecurity, UpstreamKeys
 from scaler.object_storage.server import ObjectStorageBindError, UpstreamSettings, serve
 from scaler.object_storage.spill_files import SpillDirectoryError
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
@@ -85,7 +85,8 @@ async def _serve(settings: dict[str, Any], home: str) -> None:
                 spill_directory=spill,
             )
             try:
-                sockets = SocketFactory(security=CacheSecurity(workers) if workers is not None else None)
+                security = None if workers is None else CacheSecurity(workers, UpstreamKeys(upstream_address, workers))
+                sockets = SocketFactory(security=security)
                 await serve(config, ready=lambda endpoint: place.write_address(home, endpoint), stop=stop,
                             sockets=sockets, upstream=upstream)  # fmt: skip
                 return

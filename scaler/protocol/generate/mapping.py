@@ -251,6 +251,7 @@ STRUCTS = {
                     "getMapped": Member("GetMapped", "object_id", "ObjectID"),
                     "getInParts": Member("GetInParts", "object_id", "ObjectID"),
                     "fates": Member("Fates", "object_ids", "tuple[ObjectID, ...]"),
+                    "clientKey": Member("ClientKey", "public_key", "str"),
                 },
             )
         },
