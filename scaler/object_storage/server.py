@@ -601,7 +601,10 @@ def _make_shell(
         described = dataclasses.replace(described, host_cache=True)
     if upstream is not None and segments is None:
         raise SpillDirectoryError("a host cache needs a segment directory (shared memory or a temporary directory)")
-    service = StorageService(store, roles=roles, segment_directory=described, cache=upstream is not None)
+    service = StorageService(
+        store, roles=roles, segment_directory=described, cache=upstream is not None,
+        client_owners=upstream.client_owners if upstream is not None else None,
+    )  # fmt: skip
     shell = _ServerShell(service, secured=roles is not None)
     if segments is not None and (recovered := shell.service.recover_writes(_write_begins(segments[3]))):
         logger.info("segment directory %s: %d object(s) being written when a previous server stopped: their "
@@ -700,6 +703,9 @@ class UpstreamSettings:
     timeout_seconds: float = 60.0
     #: the cache's address is one the caches of other hosts reach (it says it upstream, and fetches from them)
     peers: bool = True
+    #: with CURVE: the client ids the upstream bound to a client's key (host_cache/keys.py); a client at the cache
+    #: may claim only those. None: no client is let in.
+    client_owners: Callable[[bytes], frozenset[bytes]] | None = None
 
 
 def _setup_logging(config: ObjectStorageServerConfig) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +58,7 @@ from scaler.protocol.storage_messages import (
     GetMapped,
     HostReport,
     Info,
+    KeyOwners,
     MappedSize,
     ObjectFates,
     ObjectSize,
@@ -219,16 +220,20 @@ class StorageService:
         roles: PeerRoles | None = None,
         segment_directory: SegmentDirectory | None = None,
         cache: bool = False,
+        client_owners: Callable[[bytes], frozenset[bytes]] | None = None,
     ) -> None:
         """`segment_directory`: what a hello's reply tells a peer of the store's segment directory (None: it has
         none; every object is then held in this process). `cache`: this is a host cache (host_cache/cache_rules.py):
-        misses are fetched from upstream, puts stored there too."""
+        misses are fetched from upstream, puts stored there too. `client_owners` (a host cache's, with CURVE): the
+        client ids its storage server bound to a client's key; a client here may claim only those (none without
+        it), so that a key cannot read another client's results by claiming its id where that client never came."""
         self.store = store if store is not None else ObjectStore()
         self._segment_directory = segment_directory
         #: peer identity -> what it said in its hello; least recently active first.
         self._greeted: OrderedDict[bytes, _Greeted] = OrderedDict()
         self._max_greeted_peers = max_greeted_peers
         self._roles = roles
+        self._client_owners = client_owners
         #: with CURVE: a client's owner id -> the key that first claimed it (until its objects are cleared)
         self._owner_keys: dict[bytes, bytes] = {}
         self.refusals = 0  #: requests refused for lack of rights (forged ids, foreign objects, revoked keys)
@@ -628,6 +633,10 @@ class StorageService:
         owner_key = self._owner_keys.get(hello.owner_id) if hello.role == "client" else None
         if owner_key is not None and owner_key != key:
             return "refused: this client id belongs to another CURVE key"
+        if self.cache is not None and hello.role == "client":
+            owners = self._client_owners(key) if self._client_owners is not None else frozenset()
+            if bytes(hello.owner_id) not in owners:
+                return "refused: the storage server has not bound this client id to this CURVE key"
         return None
 
     def _put(
@@ -873,12 +882,15 @@ class StorageService:
         return StorageAnswer(reply, stored.frames or (), segment, digests=True)
 
     def _client_key(self, request_id: int, request: ClientKey, peer: _Greeted) -> StorageAnswer:
-        """Whether a host cache lets a peer with this public key in as a client (it may say it is a client here)."""
+        """Whether a host cache lets a peer with this public key in as a client, and which client ids it may claim
+        there: those bound here to that key (its clients' sessions); refused when the key is not a client's."""
         if peer.role != "cache" or self.cache is not None:
             return bad_request(request_id, "clientKey: only a host cache asks, and only its storage server answers")
-        if self._roles is None:
-            return _ok(request_id, True)
-        return _ok(request_id, storage_refusal(self._roles.roles_of(request.public_key.encode()), "client") is None)
+        key = request.public_key.encode()
+        if self._roles is not None and storage_refusal(self._roles.roles_of(key), "client") is not None:
+            return StorageAnswer(StorageReply(request_id, StorageStatus.REFUSED, "not a client's key"))
+        owners = tuple(owner for owner, owner_key in self._owner_keys.items() if owner_key == key)
+        return _ok(request_id, KeyOwners(owners))
 
     def _host_report(self, request_id: int, report: HostReport, peer: _Greeted) -> StorageAnswer:
         """What a host cache holds and moves (traffic.py T3): for the info's traffic."""

@@ -1258,6 +1258,7 @@ SM_STRUCTS: dict[str, Struct] = {
             ("parts", -1, "uint32", 3, ""),
             ("source", 8, "struct", 1, "ObjectSource"),
             ("fates", 9, "list", 1, "int64"),
+            ("owners", 10, "list", 1, "data"),
         ),
     ),
     "SegmentDirectory": (

@@ -570,6 +570,7 @@ _SM_STORAGE_REPLY__MAPPED = field_of("sm", "StorageReply.mapped")
 _SM_STORAGE_REPLY__OUTCOMES = field_of("sm", "StorageReply.outcomes")
 _SM_STORAGE_REPLY__SOURCE = field_of("sm", "StorageReply.source")
 _SM_STORAGE_REPLY__FATES = field_of("sm", "StorageReply.fates")
+_SM_STORAGE_REPLY__OWNERS = field_of("sm", "StorageReply.owners")
 _NEW_SM_STORAGE_REPLY = constructor(sm.StorageReply)
 _SM_SEGMENT_DIRECTORY__PATH = field_of("sm", "SegmentDirectory.path")
 _SM_SEGMENT_DIRECTORY__BOOT_ID = field_of("sm", "SegmentDirectory.bootId")
@@ -2314,7 +2315,7 @@ def read_put(r: Any) -> sm.Put:
     )
 
 
-def write_storage_reply(b: Any, v: sm.StorageReply) -> None:
+def write_storage_reply(b: Any, v: sm.StorageReply) -> None:  # noqa: C901 - one branch per union member
     b.requestId = v.request_id
     b.status = v.status.value
     b.reason = v.reason
@@ -2337,6 +2338,8 @@ def write_storage_reply(b: Any, v: sm.StorageReply) -> None:
         write_object_source(b.init("source"), x)
     elif isinstance(x, sm.ObjectFates):
         b.fates = x.losses
+    elif isinstance(x, sm.KeyOwners):
+        b.owners = x.owner_ids
     elif isinstance(x, int):
         b.deleted = x
     else:
@@ -2369,6 +2372,8 @@ def read_storage_reply(r: Any) -> sm.StorageReply:
         value = read_object_source(r._get_by_field(_SM_STORAGE_REPLY__SOURCE))
     elif which == "fates":
         value = sm.ObjectFates(tuple(r._get_by_field(_SM_STORAGE_REPLY__FATES)))
+    elif which == "owners":
+        value = sm.KeyOwners(tuple(r._get_by_field(_SM_STORAGE_REPLY__OWNERS)))
     else:
         raise ValueError(f"unknown union member {which}")
     return _NEW_SM_STORAGE_REPLY(

@@ -42,7 +42,9 @@ struct StorageRequest {
     fates @16 :List(Data);  # the scheduler asks what becomes of these objects (large results whose tasks it keeps until
                             # they are stored): answered `fates`
     clientKey @17 :Text;    # a host cache asks whether a peer's CURVE public key (z85) may read from it as a client:
-                            # answered `exists`, true when this server gives that key the client role
+                            # answered `owners`, the client ids this server bound to that key (the sessions of
+                            # its clients: a client at the cache may claim only those); refused when this server
+                            # does not give that key the client role
   }
 }
 
@@ -212,6 +214,7 @@ struct StorageReply {
     fates @14 :List(Int64); # fates: per object asked, in order: -1 nothing to wait for (stored, or neither held nor
                             # lost: deleted, never held); n >= 0 not stored yet, held by a host cache (n = 0) or lost
                             # n times (its holder went before its upload was stored: its task is to run again)
+    owners @15 :List(Data); # clientKey: the client ids bound to the key asked about (empty: none yet)
   }
   frameBytes @10 :List(UInt64);  # get over CURVE: the object's frames' lengths when the payload frames are pieces of
                             # them (frames over 1 MiB go in pieces): the reader joins them again; empty: the

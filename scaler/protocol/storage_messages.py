@@ -41,6 +41,7 @@ __all__ = [
     "HostReport",
     "HostTraffic",
     "Info",
+    "KeyOwners",
     "MappedSize",
     "ObjectCopies",
     "ObjectFates",
@@ -165,8 +166,9 @@ class Fates(FrozenValue):
 
 @frozen_value
 class ClientKey(FrozenValue):
-    """a host cache asks whether a peer's CURVE public key (z85) may read from it as a client: answered `exists`,
-    true when this server gives that key the client role"""
+    """a host cache asks whether a peer's CURVE public key (z85) may read from it as a client: answered `owners`,
+    the client ids this server bound to that key (the sessions of its clients: a client at the cache may claim
+    only those); refused when this server does not give that key the client role"""
 
     public_key: str
 
@@ -593,6 +595,16 @@ class ObjectFates(FrozenValue):
 
 
 @frozen_value
+class KeyOwners(FrozenValue):
+    """clientKey: the client ids bound to the key asked about (empty: none yet)"""
+
+    owner_ids: tuple[bytes, ...]
+
+    def __init__(self, owner_ids: tuple[bytes, ...]) -> None:
+        _set(self, "owner_ids", owner_ids)
+
+
+@frozen_value
 class StorageReply(FrozenValue):
     request_id: int
     status: StorageStatus
@@ -698,5 +710,6 @@ ReplyValue = (
     | AdoptOutcomes
     | ObjectSource
     | ObjectFates
+    | KeyOwners
     | None
 )

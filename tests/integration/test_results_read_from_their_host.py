@@ -7,13 +7,15 @@ a host of its own, every link 100 Mbit/s, CURVE keys as a deployment has them.
 - The worker host unreachable from the client (each host's firewall drops the other's packets): the client reads its
   results from the storage server, said once in its log however many it reads (two here).
 - A key the storage server does not let in as a client finishes no handshake with a cache; a client's key reads from
-  it only what it holds of its own (another object: notFound), and stores nothing there.
+  it only what it holds of its own (another object: notFound), stores nothing there, and claims there only the client
+  ids the storage server bound to it (another id is refused).
 
 Checked with the mechanism off: with `HolderReads._where` naming no holder (the client reads at the storage server, as
 before), the first test fails (the storage host sent the result: 10.5 MB); with `SourceChoice.failed` forgetting the
 host it gave up (`_given_up` not kept), the second test fails (said once per result: twice); with
 `CacheSecurity.callback` letting every key in, the third fails (the unknown key's connection is refused by the cache's
-hello check instead of finishing no handshake).
+hello check instead of finishing no handshake); without the cache's check of a client's id against those bound to its
+key at the storage server (`StorageService._hello_refusal`), the third fails too (another id's read is answered).
 
 Needs root and the rig's tools (tests/rig); skipped naming what is missing otherwise.
 """
@@ -66,10 +68,10 @@ from scaler.errors import ScalerError
 from scaler.object_storage.connection import ObjectStorageConnection
 from scaler.security.curve import security_from_environment, CurveSecurity
 
-def tried(security, *calls):
+def tried(security, owner, *calls):
     said = {}
     with ObjectStorageConnection(sys.argv[2], role="client", timeout_seconds=5, security=security,
-                                 owner_id=b"Client|x", map_local=False, connect_seconds=1) as connection:
+                                 owner_id=owner, map_local=False, connect_seconds=1) as connection:
         for name in calls:
             try:
                 connection.get(b"n" * 32) if name == "get" else connection.put(b"p" * 32, b"x")
@@ -79,11 +81,17 @@ def tried(security, *calls):
     return said
 
 client = security_from_environment(os.environ)
+at_cache = CurveSecurity(client.public, client.secret, sys.argv[3].encode())
 stranger = zmq.curve_keypair()
-print(json.dumps({
-    "client": tried(CurveSecurity(client.public, client.secret, sys.argv[3].encode()), "get", "put"),
-    "stranger": tried(CurveSecurity(*stranger, sys.argv[3].encode()), "get"),
-}))
+# a client's session at the storage server binds its id to its key, as a Client's does when it starts
+with ObjectStorageConnection(sys.argv[4], role="client", timeout_seconds=30, security=client, owner_id=b"Client|x",
+                             map_local=False) as session:
+    session.delete([b"n" * 32])
+    print(json.dumps({
+        "client": tried(at_cache, b"Client|x", "get", "put"),
+        "another id": tried(at_cache, b"Client|y", "get"),
+        "stranger": tried(CurveSecurity(*stranger, sys.argv[3].encode()), b"Client|x", "get"),
+    }))
 """
 
 
@@ -170,9 +178,12 @@ def test_a_key_without_the_client_role_gets_nothing_from_a_cache(rig: Rig, stack
     address, key = _cache(rig)
     script = rig.workdir / "at-the-cache.py"
     script.write_text(AT_THE_CACHE)
-    done = rig.host("client").run(stack.command("python"), str(script), "-", address, key, env=key_variables("client"))
+    done = rig.host("client").run(
+        stack.command("python"), str(script), "-", address, key, stack.storage_address, env=key_variables("client")
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     said = json.loads(done.stdout.strip().splitlines()[-1])
     assert "not reachable" in said["stranger"]["get"], said
     assert said["client"]["get"].startswith("MissingObjects"), said
+    assert "has not bound this client id" in said["another id"]["get"], "a client key claims only its own ids"
     assert "nothing else" in said["client"]["put"], said

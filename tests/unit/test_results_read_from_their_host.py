@@ -9,10 +9,12 @@
 - the client's choice of source (asked seldom where no holder is ever named), and the check of each piece a holder
   sends.
 
-Checked with the mechanism off: with `HostLedger.holder` answering "" the service tests of a client's source fail;
-with `CacheSecurity._is_client` answering False the admission test fails; with `StorageService.act` letting a client
-do anything at a cache (CLIENT_AT_CACHE holding every operation) the cache test fails; with `CheckedSource._piece_ended`
-checking nothing the mismatch tests fail; with `SourceChoice.should_ask` always true the quiet test fails."""
+Checked with the mechanism off: with `HostLedger.holder` answering "" the service tests of a client's source fail; with
+`CacheSecurity._is_client` answering False the admission test fails; without the cache's check of a client's id against
+those its storage server bound to the key (`StorageService._hello_refusal`), the claim test fails; with
+`StorageService.act` letting a client do anything at a cache (CLIENT_AT_CACHE holding every operation) the cache test
+fails; with `CheckedSource._piece_ended` checking nothing the mismatch tests fail; with `SourceChoice.should_ask` always
+true the quiet test fails."""
 
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ from scaler.protocol.storage_messages import (
     Get,
     GetInParts,
     GetMapped,
+    KeyOwners,
     ObjectSize,
     ObjectSource,
     Put,
@@ -146,10 +149,12 @@ def test_the_server_says_which_keys_a_cache_lets_in_as_clients(tmp_path: Path) -
     service = _server(keys, tmp_path)
     stranger = zmq.curve_keypair()[0]
     answers = {
-        name: _ask(service, b"cache-a", ClientKey(key.decode()), keys["workers"]).reply.value
+        name: _ask(service, b"cache-a", ClientKey(key.decode()), keys["workers"]).reply
         for name, key in (("alice", keys["alice"]), ("workers", keys["workers"]), ("stranger", stranger))
     }
-    assert answers == {"alice": True, "workers": True, "stranger": False}, "a worker's key may open a client too"
+    assert answers["alice"].value == KeyOwners((b"owner",)), "a client's key: the client ids bound to it here"
+    assert answers["workers"].value == KeyOwners(()), "a worker's key may open a client too; none bound yet"
+    assert answers["stranger"].status is StorageStatus.REFUSED
     refused = _ask(service, b"client", ClientKey(keys["alice"].decode()), keys["alice"])
     assert refused.reply.status is StorageStatus.BAD_REQUEST, "only a host cache asks"
 
@@ -160,23 +165,24 @@ def test_a_cache_lets_in_its_workers_and_the_clients_its_server_names_asking_onc
     asked: list[bytes] = []
     now = [0.0]
 
-    def upstream(key: bytes) -> bool:
+    def upstream(key: bytes) -> frozenset[bytes] | None:
         asked.append(key)
-        return key == client
+        return frozenset({b"owner"}) if key == client else None
 
     security = CacheSecurity(CurveSecurity(workers_public, workers_secret, b"s" * 40), upstream, lambda: now[0])
     assert security.callback("*", workers_public) and asked == [], "its workers' key, without asking"
     assert security.callback("*", client) and security.roles_of(client) == frozenset({"client"})
+    assert security.owners_of(client) == {b"owner"} and security.owners_of(stranger) == frozenset()
     assert not security.callback("*", stranger) and security.roles_of(stranger) == frozenset()
     assert security.callback("*", client) and not security.callback("*", stranger)
-    assert asked == [client, stranger], "once per key"
+    assert asked == [client, stranger, client], "a client's key at each handshake (its ids change), a refusal kept"
     now[0] += 60
-    security.callback("*", client)
-    assert asked == [client, stranger, client], "asked again once the answer is old: a revoked key is refused then"
+    security.callback("*", stranger)
+    assert asked == [client, stranger, client, stranger], "a refused key asked again once the answer is old"
     closed = CacheSecurity(CurveSecurity(workers_public, workers_secret, b"s" * 40))
     assert not closed.callback("*", client), "no upstream to ask: no client"
 
-    def unreachable(key: bytes) -> bool:
+    def unreachable(key: bytes) -> frozenset[bytes] | None:
         raise OSError("no route")
 
     cut_off = CacheSecurity(CurveSecurity(workers_public, workers_secret, b"s" * 40), unreachable)
@@ -185,13 +191,39 @@ def test_a_cache_lets_in_its_workers_and_the_clients_its_server_names_asking_onc
 
 def test_client_keys_are_remembered_for_a_while_and_bounded() -> None:
     keys = ClientKeys(answer_seconds=10, max_keys=2)
-    assert keys.known(b"k1", 0) is None
-    keys.answered(b"k1", True, 0)
-    keys.answered(b"k2", False, 1)
-    assert keys.known(b"k1", 5) is True and keys.known(b"k2", 5) is False and keys.known(b"k1", 10) is None
-    assert keys.is_client(b"k1") and not keys.is_client(b"k2")
-    keys.answered(b"k3", True, 2)
-    assert not keys.is_client(b"k1"), "the oldest forgotten beyond the bound"
+    assert not keys.refused_lately(b"k1", 0) and keys.owners_of(b"k1") is None
+    keys.answered(b"k1", frozenset({b"o"}), 0)
+    keys.answered(b"k2", None, 1)
+    assert not keys.refused_lately(b"k1", 5), "a client's key is asked about again at its next handshake"
+    assert keys.refused_lately(b"k2", 5) and not keys.refused_lately(b"k2", 11)
+    assert keys.owners_of(b"k1") == {b"o"} and keys.owners_of(b"k2") is None
+    keys.answered(b"k3", frozenset(), 2)
+    assert keys.owners_of(b"k1") is None, "the oldest forgotten beyond the bound"
+
+
+def test_a_client_at_a_cache_claims_only_the_client_ids_its_storage_server_bound_to_its_key() -> None:
+    workers_public, workers_secret = zmq.curve_keypair()
+    alice, mallory = zmq.curve_keypair()[0], zmq.curve_keypair()[0]
+    bound = {alice: frozenset({b"alice"}), mallory: frozenset({b"mallory"})}
+    security = CacheSecurity(CurveSecurity(workers_public, workers_secret, b"s" * 40), bound.get)
+    cache = StorageService(ObjectStore(1 << 30), roles=security, cache=True, client_owners=security.owners_of)
+    hello = StorageHello(PROTOCOL_VERSION, "3.11.0", "processor")
+    assert _ask(cache, b"processor", hello, workers_public).reply.status is StorageStatus.OK
+    put = Put(RESULT, b"alice", 2000, "result")
+    cache.act(b"processor", 2, put, [b"x" * 1000] * 2, key=workers_public)  # stored, and to upload
+    assert security.callback("*", alice) and security.callback("*", mallory), "both are clients' keys"
+    claims = {
+        (name, owner): _ask(cache, name.encode(), StorageHello(PROTOCOL_VERSION, "3.11.0", "client", owner), key)
+        for name, key, owner in (("mallory", mallory, b"alice"), ("alice", alice, b"alice"))
+    }
+    refused = claims[("mallory", b"alice")].reply
+    assert refused.status is StorageStatus.REFUSED and "not bound this client id" in refused.reason, refused
+    assert claims[("alice", b"alice")].reply.status is StorageStatus.OK
+    assert _ask(cache, b"alice", Get(RESULT), alice).reply.value == ObjectSize(2000)
+    assert _ask(cache, b"mallory", Get(RESULT), mallory).reply.status is StorageStatus.HELLO_REQUIRED
+    closed = StorageService(ObjectStore(1 << 30), roles=security, cache=True)
+    refused_all = _ask(closed, b"alice", StorageHello(PROTOCOL_VERSION, "3.11.0", "client", b"alice"), alice).reply
+    assert refused_all.status is StorageStatus.REFUSED, "a cache told no client ids lets no client claim one"
 
 
 def test_a_cache_serves_a_client_reads_of_what_it_holds_and_nothing_else() -> None:

@@ -73,7 +73,12 @@ async def _serve(settings: dict[str, Any], home: str) -> None:
     timeout = float(settings.get("storage_timeout_seconds", 60.0))
     # a cache bound on loopback for an upstream elsewhere (reached through a tunnel) is no source for other hosts
     peers = host != "127.0.0.1" or place.outward_host(upstream_address) == upstream_host(upstream_address)
-    upstream = UpstreamSettings(upstream_address, security=workers, timeout_seconds=timeout, peers=peers)
+    # the ZAP handler asks the upstream about clients' keys; the service lets a client claim only the ids bound there
+    security = None if workers is None else CacheSecurity(workers, UpstreamKeys(upstream_address, workers))
+    upstream = UpstreamSettings(
+        upstream_address, security=workers, timeout_seconds=timeout, peers=peers,
+        client_owners=security.owners_of if security is not None else None,
+    )  # fmt: skip
     shutil.rmtree(spill, ignore_errors=True)  # copies a killed predecessor left: the upstream holds the objects
     watcher = asyncio.ensure_future(_leave_when_unused(home, stop))
     try:
@@ -85,7 +90,6 @@ async def _serve(settings: dict[str, Any], home: str) -> None:
                 spill_directory=spill,
             )
             try:
-                security = None if workers is None else CacheSecurity(workers, UpstreamKeys(upstream_address, workers))
                 sockets = SocketFactory(security=security)
                 await serve(config, ready=lambda endpoint: place.write_address(home, endpoint), stop=stop,
                             sockets=sockets, upstream=upstream)  # fmt: skip

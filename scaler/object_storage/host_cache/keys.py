@@ -7,11 +7,14 @@ address (`ObjectSource.serverKey`). A peer with any other key finishes no handsh
 
 Which keys are clients' is the upstream's to say, not this host's: the authorised folder lives with the storage server
 and changes there (a key added, a key revoked). So the ZAP handler asks the upstream about a key that is not the
-workers' (`ClientKey`, on a connection of its own), once per key, and remembers the answer for `KEY_ANSWER_SECONDS`:
-a connection made later asks again, so a key revoked at the server is refused here from then on. Why not have the
-server hand the cache every client key: the folder may hold many keys, of which a host sees a few, and the list would
-be stale the moment a key is revoked. An upstream that cannot be asked (unreachable, or older: no answer) lets no client
-in.
+workers' (`ClientKey`, on a connection of its own) at each handshake, and the answer names the client ids the server
+bound to that key (its clients' sessions, which connected there first): a client here may claim only those (`owners_of`,
+the service's hello check), so that a key cannot read another client's results here by claiming that client's id where
+that client never came. A client keeps its connections to a holder (up to four), so that is a few questions per client
+and host, not one per read; a key the upstream refused is refused without asking for `KEY_ANSWER_SECONDS`. Why not have
+the server hand the cache every client key: the folder may hold many keys, of which a host sees a few, and the list
+would be stale the moment a key is revoked or a client comes. An upstream that cannot be asked (unreachable, or older:
+no answer) lets no client in.
 """
 
 from __future__ import annotations
@@ -26,13 +29,13 @@ import zmq
 
 from scaler.io.sockets import Closeable, Socket
 from scaler.object_storage.client_core import reply_value
-from scaler.protocol.storage_messages import ClientKey
+from scaler.protocol.storage_messages import ClientKey, KeyOwners, StorageStatus
 from scaler.security.curve import CurveSecurity, StoppingAuthenticator
 from scaler.security.roles import CLIENT, WORKER
 
 logger = logging.getLogger(__name__)
 
-#: How long the upstream's answer about a client key is taken as true (a later handshake asks again).
+#: How long the upstream's refusal of a key is taken as true (a later handshake of that key asks again).
 KEY_ANSWER_SECONDS = 10.0
 #: How long the ZAP handler waits for the upstream's answer about a key (it holds other handshakes meanwhile).
 ASK_SECONDS = 5.0
@@ -40,42 +43,47 @@ ASK_SECONDS = 5.0
 MAX_KEYS = 4096
 
 
+#: The upstream's answer about a key: the client ids bound to it (a client's key), or None (not a client's).
+Owners = frozenset[bytes] | None
+
+
 class ClientKeys:
-    """Which keys (not the workers') a cache lets in as clients, as the upstream answered (pure: the caller brings the
-    time and the answers)."""
+    """Which keys (not the workers') a cache lets in as clients, and the client ids each may claim, as the upstream
+    answered (pure: the caller brings the time and the answers)."""
 
     def __init__(self, answer_seconds: float = KEY_ANSWER_SECONDS, max_keys: int = MAX_KEYS) -> None:
-        self._answers: dict[bytes, tuple[bool, float]] = {}  #: key -> (a client, when answered)
+        self._answers: dict[bytes, tuple[Owners, float]] = {}  #: key -> (its owners, when answered)
         self._answer_seconds = answer_seconds
         self._max_keys = max_keys
 
-    def known(self, key: bytes, now: float) -> bool | None:
-        """At a handshake: whether the key is a client's, as answered within `answer_seconds`; None: ask upstream."""
+    def refused_lately(self, key: bytes, now: float) -> bool:
+        """At a handshake: whether the upstream said within `answer_seconds` that the key is not a client's (False:
+        ask it). A client's key is asked about at each handshake: the ids bound to it change as its sessions come."""
         answer = self._answers.get(key)
-        if answer is None or now - answer[1] >= self._answer_seconds:
-            return None
-        return answer[0]
+        return answer is not None and answer[0] is None and now - answer[1] < self._answer_seconds
 
-    def answered(self, key: bytes, client: bool, now: float) -> None:
+    def answered(self, key: bytes, owners: Owners, now: float) -> None:
         self._answers.pop(key, None)
-        self._answers[key] = (client, now)
+        self._answers[key] = (owners, now)
         while len(self._answers) > self._max_keys:
             del self._answers[next(iter(self._answers))]
 
-    def is_client(self, key: bytes) -> bool:
-        """On an open connection (each request): what the last answer said (the connection's handshake asked)."""
+    def owners_of(self, key: bytes) -> Owners:
+        """What the last answer said of the key (the handshake of the connection asking asked it): None, not a
+        client's (or never asked)."""
         answer = self._answers.get(key)
-        return answer is not None and answer[0]
+        return None if answer is None else answer[0]
 
 
 class CacheSecurity:
-    """The `TransportSecurity` of a host cache, from its workers' `CurveSecurity`. `ask_upstream(key)`: whether the
-    upstream storage server lets that key in as a client (raises when it cannot be asked); None: no client is let in."""
+    """The `TransportSecurity` of a host cache, from its workers' `CurveSecurity`. `ask_upstream(key)`: the client ids
+    the upstream storage server bound to that key, None when it does not let the key in as a client (raises when it
+    cannot be asked); no `ask_upstream`: no client is let in."""
 
     def __init__(
         self,
         workers: CurveSecurity,
-        ask_upstream: Callable[[bytes], bool] | None = None,
+        ask_upstream: Callable[[bytes], Owners] | None = None,
         clock: Callable[[], float] | None = None,
     ) -> None:
         self.workers = workers
@@ -108,7 +116,12 @@ class CacheSecurity:
         if public_key == self.workers.public:
             return frozenset({WORKER})
         with self._lock:
-            return frozenset({CLIENT}) if self._clients.is_client(public_key) else frozenset()
+            return frozenset({CLIENT}) if self._clients.owners_of(public_key) is not None else frozenset()
+
+    def owners_of(self, public_key: bytes) -> frozenset[bytes]:
+        """The client ids a client's key may claim here (`StorageService`'s `client_owners`)."""
+        with self._lock:
+            return self._clients.owners_of(public_key) or frozenset()
 
     def callback(self, domain: str, public_key: bytes) -> bool:
         """The ZAP handler's question (on its thread): the workers' own key, or a key the upstream lets in as a
@@ -129,17 +142,16 @@ class CacheSecurity:
         if self._ask_upstream is None:
             return False
         with self._lock:
-            known = self._clients.known(public_key, self._clock())
-        if known is not None:
-            return known
+            if self._clients.refused_lately(public_key, self._clock()):
+                return False
         try:
-            client = bool(self._ask_upstream(public_key))
+            owners = self._ask_upstream(public_key)
         except Exception as error:  # unreachable, or an older server: no client is let in
             logger.info("could not ask the storage server about public key %s: %s", public_key.decode(), error)
             return False
         with self._lock:
-            self._clients.answered(public_key, client, self._clock())
-        return client
+            self._clients.answered(public_key, owners, self._clock())
+        return owners is not None
 
 
 class UpstreamKeys:
@@ -152,7 +164,7 @@ class UpstreamKeys:
         self._timeout_seconds = timeout_seconds
         self._connection: Any = None
 
-    def __call__(self, public_key: bytes) -> bool:
+    def __call__(self, public_key: bytes) -> Owners:
         from scaler.object_storage.connection import ObjectStorageConnection
 
         if self._connection is None:
@@ -166,4 +178,6 @@ class UpstreamKeys:
             self._connection.close()
             self._connection = None
             raise
-        return bool(reply_value(answer.reply, bool, self._address))
+        if answer.reply.status is StorageStatus.REFUSED:
+            return None  # not a client's key
+        return frozenset(reply_value(answer.reply, KeyOwners, self._address).owner_ids)

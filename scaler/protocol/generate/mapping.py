@@ -282,6 +282,7 @@ STRUCTS = {
                     "deleted": Member(bare=True),
                     "mapped": Member("MappedSize", "total_bytes", "int"),
                     "fates": Member("ObjectFates", "losses", "tuple[int, ...]"),
+                    "owners": Member("KeyOwners", "owner_ids", "tuple[bytes, ...]"),
                 },
             ),
             "frameBytes": Field(omit_empty=True),
