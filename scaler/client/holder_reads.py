@@ -9,7 +9,9 @@ read_ahead.py and eager_reads.py overlap there as they do at the storage server)
 digest as it comes (`CheckedSource`), and falls back to the storage server when the holder cannot be reached within
 `CONNECT_SECONDS` (a laptop off the workers' network, a firewall, a key the cache does not let in: no handshake),
 refuses, answers notFound (evicted), stays silent for the storage timeout (silence, not the total, is bounded) or sends
-a piece that does not match: said once per host in the log, and that host not tried again by this client. Nothing is
+a piece that does not match: said once per host in the log, and that host not tried again by this client; a client
+that reached no holder and gave up UNREACHED_HOSTS of them (a laptop off the workers' network) tries no holder more,
+said once. Nothing is
 taken from a piece that did not match: the value is made only once every piece was checked. A storage server that
 answers no client's `source` (an older one) is not asked again, and one that named no usable holder for QUIET_AFTER
 reads in a row (no host caches: one machine; or none the client reaches) is asked before one read in QUIET_AFTER only,
@@ -49,6 +51,11 @@ QUIET_AFTER = 8
 #: instead: paid at most once per host, by a client that cannot reach it.
 CONNECT_SECONDS = 2.0
 
+#: A client that read nothing from any holder and gave up this many of them reads every result at the storage server
+#: from then on: a laptop off the workers' network would otherwise pay CONNECT_SECONDS once per host of a large
+#: cluster.
+UNREACHED_HOSTS = 2
+
 
 class PieceMismatch(ObjectStorageException):
     """A piece a holder sent does not match its digest (or the holder sent fewer pieces than named)."""
@@ -62,6 +69,7 @@ class SourceChoice:
         self._secured = secured
         self.asks = True  #: the storage server answers a client's `source` (until it says it does not)
         self._given_up: set[str] = set()  #: holders this client reads nothing more from
+        self._reached = False  #: a read from a holder ended well (the client reaches the workers' hosts)
         self._nowhere = 0  #: reads in a row for which no holder was named (or none usable)
         self._skipped = 0  #: reads not asked about since the last ask, once quiet
 
@@ -90,10 +98,17 @@ class SourceChoice:
         """The storage server answers no client's `source`: reads go there, as before."""
         self.asks = False
 
+    def reached(self) -> None:
+        """A read from a holder ended well."""
+        self._reached = True
+
     def failed(self, address: str) -> bool:
-        """Reading from `address` failed: it is not tried again. True the first time (to say so in the log)."""
+        """Reading from `address` failed: it is not tried again; after UNREACHED_HOSTS such hosts and none reached, no
+        holder is (`asks` turns False). True the first time for that address (to say so in the log)."""
         first = address not in self._given_up
         self._given_up.add(address)
+        if not self._reached and len(self._given_up) >= UNREACHED_HOSTS:
+            self.asks = False
         return first
 
 
@@ -183,6 +198,8 @@ class HolderReads:
                     self._done(source.address, holder)
                 raise
             else:
+                with self._lock:
+                    self._choice.reached()
                 self._done(source.address, holder)
                 return value
         return storage.read_in_parts(object_id, consume)  # type: ignore[no-any-return]
@@ -246,7 +263,9 @@ class HolderReads:
         """Reading from `address` failed (on `holder`): that host is given up, its connections closed (one a read is
         under way on is closed when that read ends: `_done`, or here)."""
         with self._lock:
+            asked = self._choice.asks
             first = self._choice.failed(address)
+            stopped = asked and not self._choice.asks
             self._all.pop(address, None)
             closing = self._idle.pop(address, [])
         for each in [*closing, *([holder] if holder is not None else [])]:
@@ -255,6 +274,11 @@ class HolderReads:
             logger.warning(
                 "reading result %s from the host that holds it (%s) failed: %s; reading it from the storage server, "
                 "as every result that host holds from now on", ObjectID(bytes(object_id)).hex(), address, error,
+            )  # fmt: skip
+        if stopped:
+            logger.warning(
+                "this client reached none of the %d hosts that held its results: it reads every result from the "
+                "storage server from now on (is it off the workers' network?)", UNREACHED_HOSTS,
             )  # fmt: skip
 
 

@@ -14,7 +14,7 @@ Checked with the mechanism off: with `HostLedger.holder` answering "" the servic
 those its storage server bound to the key (`StorageService._hello_refusal`), the claim test fails; with
 `StorageService.act` letting a client do anything at a cache (CLIENT_AT_CACHE holding every operation) the cache test
 fails; with `CheckedSource._piece_ended` checking nothing the mismatch tests fail; with `SourceChoice.should_ask` always
-true the quiet test fails."""
+true the quiet test fails; with `SourceChoice.failed` never turning `asks` off, the laptop test fails."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import zmq.auth
 
-from scaler.client.holder_reads import QUIET_AFTER, CheckedSource, PieceMismatch, SourceChoice
+from scaler.client.holder_reads import QUIET_AFTER, UNREACHED_HOSTS, CheckedSource, PieceMismatch, SourceChoice
 from scaler.object_storage.host_cache.keys import CacheSecurity, ClientKeys
 from scaler.object_storage.host_ledger import HostLedger
 from scaler.object_storage.service import StorageAnswer, StorageService
@@ -255,6 +255,24 @@ def test_the_client_chooses_a_holder_named_with_its_key_and_gives_up_on_one_that
     assert SourceChoice(secured=False).holder(ObjectSource(B, DIGESTS)) == B
     choice.unanswered()
     assert not choice.asks
+
+
+def test_a_client_that_reaches_no_holder_stops_trying_holders_after_a_few_and_one_that_reached_one_does_not() -> None:
+    """A laptop off the workers' network pays the connect deadline for UNREACHED_HOSTS hosts, not for every host of a
+    large cluster; a client that read from a holder once goes on trying others."""
+    hosts = [f"tcp://h{index}:1" for index in range(UNREACHED_HOSTS + 2)]
+    laptop = SourceChoice(secured=False)
+    for host in hosts[:UNREACHED_HOSTS]:
+        assert laptop.should_ask() and laptop.holder(ObjectSource(host, DIGESTS)) == host
+        laptop.failed(host)
+    assert not laptop.should_ask(), "it asks the storage server where results are no more"
+    inside = SourceChoice(secured=False)
+    inside.holder(ObjectSource(hosts[0], DIGESTS))
+    inside.reached()
+    for host in hosts[1:]:
+        assert inside.holder(ObjectSource(host, DIGESTS)) == host
+        inside.failed(host)
+    assert inside.should_ask() and inside.holder(ObjectSource(hosts[0], DIGESTS)) == hosts[0]
 
 
 def test_a_client_whose_server_names_no_holder_asks_it_seldom() -> None:
