@@ -137,6 +137,7 @@ def test_a_container_of_the_images_python_runs_in_the_images_environment(fake_cl
     another = run_ecs_task(
         WORKER_IMAGE, PYTHON_VERSION=other, COMMAND="exec python3 -c 'import sys; print(sys.prefix)'"
     )
+    nothing = run_ecs_task(image, PYTHON_VERSION=UNIT_PYTHON)  # no COMMAND: fails as a fresh environment's does
     ready = fake_cloud.state_directory / "image-environments" / "scaler-batch-job" / "venv"
     units = fake_cloud.state_directory / "units"
     for arn in (as_is, added, another):
@@ -150,6 +151,9 @@ def test_a_container_of_the_images_python_runs_in_the_images_environment(fake_cl
     assert f"prefix: {units}/" in log, log
     assert not list(ready.glob("lib/python*/site-packages/tiny")), "the image's environment is never written"
     assert task_log(fake_cloud, another).startswith(f"{units}/"), task_log(fake_cloud, another)
+    assert stopped_task(nothing)["stoppedReason"] == "Essential container in task exited (exit code 1)"
+    log = task_log(fake_cloud, nothing)
+    assert "using the image's environment" in log and "COMMAND is not set and the container has no command" in log
 
 
 def where_am_i() -> tuple[str, str, str | None, str | None]:

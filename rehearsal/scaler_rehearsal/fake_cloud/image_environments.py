@@ -1,15 +1,17 @@
 """The images' own environments: what docker/worker.Dockerfile makes at build time (`SCALER_IMAGE_VENV`), made here
-once per image and per cloud, when a container of the image first starts.
+once per image and per cloud, when a container of the image first starts (which waits for it, as the first task on
+a host waits for its image's pull; the containers of other images and the runners' steps wait too, once, when an
+ECS task is the first).
 
 An image's environment is a virtual environment of its default Python with its baked requirements installed and
 their bytecode compiled. A container of the image's Python that lists no requirements runs in it as it is (the
-entrypoint makes and installs nothing); any other makes a fresh environment in its own folder, as before. The
+entrypoint makes and installs nothing); any other makes a fresh environment in its own folder. The
 entrypoint never writes into the image's environment, which is how the fake cloud's units, local processes that
 all see the same folder, keep a filesystem of their own without a copy or an overlay per container: what differs
 between two containers of one image is only ever in a fresh environment of their own.
 
 An image whose environment cannot be made (its Python is not on this machine, an install that fails) has none:
-its containers make a fresh environment, and the entrypoint names what fails there, as it always did.
+its containers make a fresh environment each, and the entrypoint names what fails there.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from scaler_rehearsal.fake_cloud.images import Image
 
 logger = logging.getLogger(__name__)
 
-#: How long making one image's environment may take (an install from the index through the cloud's mirror).
-MAKE_TIMEOUT_SECONDS = 600.0
+#: How long making one image's environment may take (an install from the index through the cloud's mirror); past
+#: it the image has none.
+MAKE_TIMEOUT_SECONDS = 120.0
 
 
 class ImageEnvironments:
