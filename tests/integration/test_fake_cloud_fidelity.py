@@ -17,6 +17,8 @@ import boto3
 import pytest
 
 from scaler import Client
+from scaler_rehearsal.fake_cloud.images import WORKER_IMAGE_PYTHONS
+from scaler_rehearsal.fake_cloud.pythons import machine_interpreters
 from tests.integration.cloud_harness import REGION, UNIT_PYTHON, WORKER_IMAGE
 from tests.integration.conftest import Launcher, wait_for
 from tests.integration.test_cloud_burst import ECS_FLAGS
@@ -97,6 +99,61 @@ def test_a_requirement_the_index_lacks_stops_the_task_naming_it(fake_cloud: Any)
     log = task_log(fake_cloud, arn)
     assert f"{missing} was not found in the package registry" in log, log
     assert "scaler-worker-image: installing PYTHON_REQUIREMENTS failed" in log
+
+
+#: What a container's command says of its environment: where it is, and whether boto3 came with its bytecode (-B:
+#: this look writes none).
+WHICH_ENVIRONMENT = (
+    "import importlib.util, pathlib, sys, boto3; print('prefix:', sys.prefix); "
+    "print('boto3 bytecode:', pathlib.Path(importlib.util.cache_from_source(boto3.__file__)).exists())"
+)
+
+
+def tiny_wheel(folder: Path) -> Path:
+    """A wheel of one module (`tiny`), a requirement no index is needed for."""
+    wheel = folder / "tiny-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("tiny/__init__.py", "VALUE = 1\n")
+        archive.writestr("tiny-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: tiny\nVersion: 1.0\n")
+        archive.writestr("tiny-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        archive.writestr("tiny-1.0.dist-info/RECORD", "")
+    return wheel
+
+
+def test_a_container_of_the_images_python_runs_in_the_images_environment(fake_cloud: Any, tmp_path: Path) -> None:
+    """The Batch jobs' image (its Python: the clients'; this build with boto3 baked in): a container that adds
+    nothing runs in the image's environment as it is, made once with its bytecode compiled; one that adds a
+    requirement, or asks for another Python, makes an environment of its own, and the image's stays as it was.
+    Checked off: with the fake cloud making no image environment (no SCALER_IMAGE_VENV), the first container made a
+    fresh environment in its own folder and its boto3 had no bytecode."""
+    image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/scaler-batch-job:latest"
+    command = f"exec python3 -B -c {shlex.quote(WHICH_ENVIRONMENT)}"
+    as_is = run_ecs_task(image, PYTHON_VERSION=UNIT_PYTHON, COMMAND=command)
+    tiny = f"tiny @ {tiny_wheel(tmp_path).as_uri()}"
+    added = run_ecs_task(image, PYTHON_VERSION=UNIT_PYTHON, PYTHON_REQUIREMENTS=tiny,
+                         COMMAND=f"python3 -c 'import tiny' && {command}")  # fmt: skip
+    # the worker image's environment is its default Python's (the last it offers): another one makes its own
+    other = next(minor for minor in WORKER_IMAGE_PYTHONS[:-1] if minor in machine_interpreters())
+    another = run_ecs_task(
+        WORKER_IMAGE, PYTHON_VERSION=other, COMMAND="exec python3 -c 'import sys; print(sys.prefix)'"
+    )
+    nothing = run_ecs_task(image, PYTHON_VERSION=UNIT_PYTHON)  # no COMMAND: fails as a fresh environment's does
+    ready = fake_cloud.state_directory / "image-environments" / "scaler-batch-job" / "venv"
+    units = fake_cloud.state_directory / "units"
+    for arn in (as_is, added, another):
+        stopped = stopped_task(arn)["stoppedReason"]
+        assert stopped == "Essential container in task exited (exit code 0)", task_log(fake_cloud, arn)
+    log = task_log(fake_cloud, as_is)
+    assert f"scaler-worker-image: using the image's environment with Python {UNIT_PYTHON} ({ready})" in log, log
+    assert f"prefix: {ready}\n" in log and "boto3 bytecode: True" in log, log
+    log = task_log(fake_cloud, added)
+    assert "scaler-worker-image: installing scaler-compute[aws] @ " in log and " tiny @ " in log, log
+    assert f"prefix: {units}/" in log, log
+    assert not list(ready.glob("lib/python*/site-packages/tiny")), "the image's environment is never written"
+    assert task_log(fake_cloud, another).startswith(f"{units}/"), task_log(fake_cloud, another)
+    assert stopped_task(nothing)["stoppedReason"] == "Essential container in task exited (exit code 1)"
+    log = task_log(fake_cloud, nothing)
+    assert "using the image's environment" in log and "COMMAND is not set and the container has no command" in log
 
 
 def where_am_i() -> tuple[str, str, str | None, str | None]:

@@ -3,9 +3,19 @@ the others, what a launch's PYTHON_VERSION means."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
-from scaler_rehearsal.fake_cloud.images import Image, ImageCatalogue, parse_image_option, pull_error, repository_of
+from scaler_rehearsal.fake_cloud.images import (
+    BATCH_JOB_REPOSITORY,
+    Image,
+    ImageCatalogue,
+    parse_image_option,
+    pull_error,
+    repository_of,
+    this_python,
+)
 from scaler_rehearsal.fake_cloud.pythons import major_minor
 
 
@@ -31,6 +41,15 @@ def test_other_images_cannot_be_pulled_and_ecs_says_so() -> None:
     )
     assert "ref 123.dkr.ecr.us-east-1.amazonaws.com/x:1: " in pull_error("123.dkr.ecr.us-east-1.amazonaws.com/x:1")
     assert "ref docker.io/team/x:latest: " in pull_error("team/x")
+
+
+def test_the_batch_job_image_has_this_build_baked_in_and_the_clouds_python_as_its_default() -> None:
+    """As docker/batch-job.Dockerfile is built (DEFAULT_PYTHON: the clients'), so that a job of the clients' Python
+    runs in the image's environment. Checked off: the worker image's default (3.13) instead, a 3.11 client's jobs
+    made a fresh environment each."""
+    image = ImageCatalogue(batch_job_requirements=lambda: "scaler-compute[aws]").find("scaler-batch-job:latest")
+    assert image == Image(BATCH_JOB_REPOSITORY, this_python(), "scaler-compute[aws]")
+    assert this_python() == f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
 def test_the_image_option_names_a_repository_its_python_and_baked_requirements() -> None:

@@ -6,8 +6,9 @@ substituted, enforces `attemptDurationSeconds`, stops it on `terminate_job`, cop
 Logs (`/aws/batch/job`) and ends the job SUCCEEDED or FAILED by the container's exit code. It asks Docker for the
 container; `BatchContainers` answers instead: the job definition's image must be in the fake cloud's catalogue
 (`images.py`; otherwise the job FAILS with "CannotPullContainerError: ..."), and its container runs as a local
-process group started from nothing, as an ECS task's does (`sandbox.py`): the image's entrypoint makes a fresh
-environment with the job's `PYTHON_VERSION` and `PYTHON_REQUIREMENTS` (the job definition's `environment`), then
+process group started from nothing, as an ECS task's does (`sandbox.py`): the image's entrypoint runs a job of the
+image's Python that adds no requirements in the image's environment (`image_environments.py`), and makes any other a
+fresh environment with its `PYTHON_VERSION` and `PYTHON_REQUIREMENTS` (the job definition's `environment`); then it
 runs the job definition's command. moto passes `AWS_BATCH_JOB_ID` (`<parent id>:<index>` for an array child);
 `AWS_BATCH_JOB_ARRAY_INDEX` is added here, as Batch does.
 

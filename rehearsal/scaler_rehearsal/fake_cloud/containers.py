@@ -25,8 +25,8 @@ LABEL = "scaler-fake-cloud"
 CACHE_MOUNT = "/var/cache/scaler-fake-cloud/uv"
 #: The unit's variables that stay outside: the container has its own PATH, HOME and the image's own ENV.
 _LOCAL_ONLY = frozenset({"PATH", "HOME", "TMPDIR", "USER", "LOGNAME", "SHELL", "LANG", "SCALER_WORKER_VENV",
-                         "SCALER_IMAGE_PYTHON", "SCALER_IMAGE_REQUIREMENTS", "UV_CACHE_DIR", "PIP_CACHE_DIR",
-                         "PIP_CONFIG_FILE", "SSL_CERT_FILE", "SSL_CERT_DIR"})  # fmt: skip
+                         "SCALER_IMAGE_PYTHON", "SCALER_IMAGE_REQUIREMENTS", "SCALER_IMAGE_VENV", "UV_CACHE_DIR",
+                         "PIP_CACHE_DIR", "PIP_CONFIG_FILE", "SSL_CERT_FILE", "SSL_CERT_DIR"})  # fmt: skip
 
 
 class ContainerProcess(LaunchedProcess):

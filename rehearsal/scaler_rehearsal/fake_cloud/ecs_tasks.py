@@ -136,9 +136,10 @@ class EcsRunner:
             launch.log_destination = (defined[0], region, *destination)
         variables = _container_environment(region, task)
         variables["ECS_TASK_ARN"] = arn
-        unit = self.settings.sandbox.container(launch.name, image, [], variables, self.settings.endpoint_url, region)
-        log = self.settings.log_directory / "ecs" / f"{task.id}.log"
         engine = self.settings.container_engine
+        unit = self.settings.sandbox.container(launch.name, image, [], variables, self.settings.endpoint_url, region,
+                                               image_environment=engine is None)  # fmt: skip
+        log = self.settings.log_directory / "ecs" / f"{task.id}.log"
         if engine is not None:  # the task's image itself, in the local container engine
             from scaler_rehearsal.fake_cloud.containers import ContainerProcess
 

@@ -1,22 +1,26 @@
 """The container images the fake cloud can "pull": a small catalogue, as a registry would have them.
 
 Every image here is the project's worker image (`docker/worker.Dockerfile`): its entrypoint
-(`image/worker-entrypoint.sh`) makes a fresh virtual environment with `PYTHON_VERSION`, installs
-`PYTHON_REQUIREMENTS`, then runs the container's command (a Batch job definition's) or `sh -c "$COMMAND"` (an ECS
-task's override). An image may have requirements baked in (`docker build --build-arg BAKED_REQUIREMENTS=...`),
-installed in every container it starts, and a default Python. An image is found by its repository's last path
+(`image/worker-entrypoint.sh`) runs a launch of the image's default Python that lists no `PYTHON_REQUIREMENTS` in
+the image's own environment (the default Python with the baked requirements, made at build time:
+`image_environments.py`), and any other launch in a fresh virtual environment of `PYTHON_VERSION` with the baked
+requirements and `PYTHON_REQUIREMENTS` installed; then it runs the container's command (a Batch job definition's)
+or `sh -c "$COMMAND"` (an ECS task's override). An image may have requirements baked in (`docker build --build-arg
+BAKED_REQUIREMENTS=...`) and has a default Python. An image is found by its repository's last path
 component, whatever the registry and tag (`scaler-worker:1.2`, `123456789012.dkr.ecr.us-east-1.amazonaws.com/
 scaler-worker:latest`); anything else cannot be pulled, and the task stops with ECS's own words.
 
 `scaler-batch-job` is the image docker/batch-job.Dockerfile builds for AWS Batch: the worker image with this build of
-scaler and the `aws` extra baked in (a Batch job runs one task and installs nothing). The fake cloud makes it the same
-way, from the scaler that runs it (`wheels.wheel_of(this_build())`: a wheel of this install, whatever it came from),
-when a job first needs it; `--image scaler-batch-job=...` names another.
+scaler and the `aws` extra baked in (a Batch job runs one task and installs nothing), built with the clients' Python as
+its default. The fake cloud makes it the same way, from the scaler that runs it (`wheels.wheel_of(this_build())`: a
+wheel of this install, whatever it came from) and with its Python, when a job first needs it;
+`--image scaler-batch-job=...` names another.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -49,6 +53,11 @@ class Image:
     def environment(self) -> dict[str, str]:
         """What the image's own ENV lines set (docker/worker.Dockerfile)."""
         return {"SCALER_IMAGE_PYTHON": self.default_python, "SCALER_IMAGE_REQUIREMENTS": self.baked_requirements}
+
+
+def this_python() -> str:
+    """The major.minor of the Python running the fake cloud: the clients', whose jobs `scaler-batch-job` runs."""
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
 def this_build_requirement() -> str:
@@ -92,7 +101,7 @@ class ImageCatalogue:
             )  # fmt: skip
             return Image(BATCH_JOB_REPOSITORY)
         logger.info("the %s image has this build of scaler baked in: %s", BATCH_JOB_REPOSITORY, requirements)
-        return Image(BATCH_JOB_REPOSITORY, baked_requirements=requirements)
+        return Image(BATCH_JOB_REPOSITORY, this_python(), requirements)
 
     def names(self) -> list[str]:
         return sorted({*self._images, BATCH_JOB_REPOSITORY})

@@ -3,7 +3,8 @@ nothing of the laptop's (no virtual environment, PYTHONPATH, interpreter or work
 
 What a unit finds on its PATH is what its image or AMI has:
 - an ECS task or a Batch job (the project's worker image): `python3.X` for the image's Pythons this machine has,
-  `uv`, and the image's entrypoint, which makes the unit's virtual environment (`image/worker-entrypoint.sh`);
+  `uv`, and the image's entrypoint, which runs the unit in the image's environment (`image_environments.py`: made
+  once per image, shared by its units, never written) or makes the unit's own (`image/worker-entrypoint.sh`);
 - an EC2 instance (Amazon Linux 2023): `python3` (3.9, a fresh environment of its own, without pip), and shims of
   `dnf`/`yum` (the Pythons AL2023 offers) and `shutdown`/`poweroff`/`halt`/`reboot` (`shims/`); with `ami_has_uv`,
   also `uv`, as an AMI baked for scaler has it (stock AL2023 has none: an instance's boot installs it with pip);
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from scaler_rehearsal.fake_cloud.image_environments import ImageEnvironments
 from scaler_rehearsal.fake_cloud.images import WORKER_IMAGE_PYTHONS, Image
 from scaler_rehearsal.fake_cloud.package_index import INDEX_ROUTE
 from scaler_rehearsal.images import mirror_commands, shared_mirror
@@ -80,9 +82,10 @@ class Sandbox:
     #: where the mirror of the machine's commands is kept for every cloud after this one (None: made for this one)
     commands_cache: Path | None = None
     _removal: BackgroundRemoval = field(default_factory=lambda: BackgroundRemoval(), repr=False)
+    _image_environments: ImageEnvironments | None = field(default=None, repr=False)
 
     def prepare(self) -> Sandbox:
-        for folder in ("image-bin", "ami-repo", "ami-tools", "units"):
+        for folder in ("image-bin", "image-environments", "ami-repo", "ami-tools", "units"):
             shutil.rmtree(self.state_directory / folder, ignore_errors=True)
             (self.state_directory / folder).mkdir(parents=True)
         self._mirror_system_commands(self.state_directory / "system-bin")
@@ -106,18 +109,24 @@ class Sandbox:
         for tool in ("dnf", "shutdown"):
             (tools / tool).chmod(0o755)
         (self.installer_cache / "uv").mkdir(parents=True, exist_ok=True)
+        self._image_environments = ImageEnvironments(self.state_directory / "image-environments", self.interpreters,
+                                                     self.uv)  # fmt: skip
         return self
 
     def unit_folder(self, name: str) -> Path:
         return self.state_directory / "units" / name
 
     def container(self, name: str, image: Image, command: list[str], variables: dict[str, str], endpoint: str,
-                  region: str) -> Launch:  # fmt: skip
+                  region: str, image_environment: bool = True) -> Launch:  # fmt: skip
         """An ECS task's or Batch job's container of the worker image: its entrypoint, then `command` (none for an
-        ECS task, which runs its COMMAND variable)."""
+        ECS task, which runs its COMMAND variable). With `image_environment`, the image's environment is made
+        here if it is not yet (a container engine's image has its own)."""
         folder = self._fresh(name)
         environment = self._environment(folder, [self.state_directory / "image-bin"], endpoint, region)
         environment.update(image.environment(), SCALER_WORKER_VENV=str(folder / "venv"))
+        ready = self._image_environment(image, endpoint, region) if image_environment else None
+        if ready is not None:
+            environment["SCALER_IMAGE_VENV"] = str(ready)
         environment.update(variables)
         argv = ["/bin/sh", str(self.state_directory / "image-bin" / ENTRYPOINT), *command]
         return Launch(argv, environment, folder / "work", folder)
@@ -161,6 +170,14 @@ class Sandbox:
             shutil.rmtree(folder, ignore_errors=True)
             return
         self._removal.remove(trash)
+
+    def _image_environment(self, image: Image, endpoint: str, region: str) -> Path | None:
+        assert self._image_environments is not None, "prepare() first"
+        builder = self.state_directory / "image-environments" / ".builder"
+        for part in ("home", "tmp"):
+            (builder / part).mkdir(parents=True, exist_ok=True)
+        environment = self._environment(builder, [self.state_directory / "image-bin"], endpoint, region)
+        return self._image_environments.of(image, environment)
 
     def _fresh(self, name: str) -> Path:
         folder = self.unit_folder(name)

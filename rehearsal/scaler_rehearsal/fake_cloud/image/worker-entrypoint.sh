@@ -1,7 +1,9 @@
 #!/bin/sh
 # The entrypoint of scaler's worker image (docker/worker.Dockerfile); scaler_fake_cloud runs this same script for
-# the ECS tasks and Batch jobs it starts. It makes a fresh virtual environment with the Python the launch asks for,
-# installs what the launch lists, then runs the container's command.
+# the ECS tasks and Batch jobs it starts. A launch of the image's Python that lists nothing to install runs in the
+# image's environment as it is (made when the image was built, its bytecode compiled: nothing to make or install at
+# start). Otherwise it makes a fresh virtual environment with the Python the launch asks for and installs the
+# image's baked requirements (from the image's cache) and what the launch lists. Then it runs the container's command.
 #
 #   PYTHON_VERSION       major.minor (3.12; a patch, 3.12.11, is accepted and ignored). Default: the image's
 #                        SCALER_IMAGE_PYTHON. No `python<major.minor>` on the image's PATH: the container exits 1.
@@ -13,8 +15,10 @@
 #   SCALER_UNIT_REPORT_URL  optional: where a boot that fails here (no such Python, an install that fails) writes
 #                        the unit's boot report (a presigned PUT URL of the manager's bucket), so that the manager
 #                        names what failed instead of only the container's exit code.
-# Set by the image: SCALER_IMAGE_PYTHON, SCALER_IMAGE_REQUIREMENTS (baked in: installed in every container, from
-# the image's cache), SCALER_WORKER_VENV (where the environment is made).
+# Set by the image: SCALER_IMAGE_PYTHON, SCALER_IMAGE_REQUIREMENTS (baked in: in the image's environment, and
+# installed from the image's cache in a fresh one), SCALER_IMAGE_VENV (the image's environment: SCALER_IMAGE_PYTHON's,
+# with the baked requirements; never written at start, so that a fake cloud's units may share it),
+# SCALER_WORKER_VENV (where a fresh environment is made).
 set -eu
 
 say() {
@@ -86,9 +90,18 @@ if [ -z "$python" ]; then
 client's Python: build the image with it, its PYTHONS argument)"
 fi
 
-venv=${SCALER_WORKER_VENV:-/opt/scaler/venv}
-uv venv --quiet --no-config --python "$python" "$venv"
-requirements=$(requirements_of "${SCALER_IMAGE_REQUIREMENTS:-}"; requirements_of "${PYTHON_REQUIREMENTS:-}")
+image_minor=$(printf '%s' "${SCALER_IMAGE_PYTHON:-}" | sed -n 's/^\([0-9][0-9]*\.[0-9][0-9]*\)\(\.[0-9][0-9]*\)\{0,1\}$/\1/p')
+image_venv=${SCALER_IMAGE_VENV:-}
+added=$(requirements_of "${PYTHON_REQUIREMENTS:-}")
+if [ -n "$image_venv" ] && [ -x "$image_venv/bin/python" ] && [ "$minor" = "$image_minor" ] && [ -z "$added" ]; then
+    venv=$image_venv
+    say "using the image's environment with Python $minor ($venv): nothing to install"
+    requirements=""
+else
+    venv=${SCALER_WORKER_VENV:-/opt/scaler/venv}
+    uv venv --quiet --no-config --python "$python" "$venv"
+    requirements=$(requirements_of "${SCALER_IMAGE_REQUIREMENTS:-}"; requirements_of "${PYTHON_REQUIREMENTS:-}")
+fi
 if [ -n "$requirements" ]; then
     printf '%s\n' "$requirements" >"$venv/requirements.txt"
     shown=$(printf '%s' "$requirements" | sed 's/[?].*//' | tr '\n' ' ' | sed 's/ *$//')
