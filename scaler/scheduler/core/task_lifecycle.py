@@ -33,7 +33,7 @@ from scaler.protocol.messages import (
 )
 from scaler.scheduler.core.core_state import CoreState
 from scaler.scheduler.core.data_waits import DataWaits, slot_wait
-from scaler.scheduler.core.effects import DeleteObjects, Send
+from scaler.scheduler.core.effects import DeleteObjects, new_send
 from scaler.scheduler.core.follow_ups import SlotGone, TaskStep
 from scaler.scheduler.core.free_workers import FreeEntry, FreeWorkers
 from scaler.scheduler.core.graphs import GraphRecord, graph_problem
@@ -812,7 +812,7 @@ class TaskLifecycle:
     def _send(
         self, peer: PeerID, message: Task | TaskResult | TaskCancel | TaskCancelConfirm | TaskReturn | ProcessorKill
     ) -> None:
-        self._effects.append(Send(peer, message))
+        self._effects.append(new_send(peer, message))
 
     def step(self, step: TaskStep) -> None:
         """A lifecycle event another registry asks for (`follow_ups.TaskStep`), with only the details it gives."""
