@@ -1,10 +1,15 @@
 """Frozen slotted dataclasses made at the cost of mutable ones: a frozen dataclass's `__init__` sets each field with
-`object.__setattr__`, which looks the name up on the type each time (a 12-field Task: about 1.25 us, against about 0.6
-set through each slot's member descriptor). `constructor(cls)` is a function that makes a value as `cls(...)` does
-(the generated codec's readers use it); `quick_init` gives a class such an `__init__` (the scheduler's events and
-effects, made per task). Either keeps the class's parameters, defaults and default factories, and its values stay
-frozen: only these set their slots, once. A class they cannot mirror (`__post_init__`, an `InitVar`, keyword-only
-fields, a field that is not a slot) keeps dataclasses' own way."""
+`object.__setattr__`, which looks the name up on the type each time, and a slot's member descriptor called as
+`__set__` is a call through a method-wrapper with a tuple of its arguments (about 600 instructions a field). A value
+is made instead as one of its class's *making* class (`_making_class`: a subclass that adds no slot and keeps
+`object`'s `__setattr__`, so each slot is stored as a plain attribute, the interpreter's cheapest store), then given its
+own class (a 15-field Task: about 2,600 instructions, against 10,800 through the descriptors). `constructor(cls)` is a
+function that makes a value as `cls(...)` does (the generated codec's readers use it); `quick_init` gives a class such
+an `__init__` (the scheduler's events and effects, made per task). Either keeps the class's parameters, defaults and
+default factories, and its values stay frozen: only these set their slots, once, and what they return (or initialise)
+is of the class itself. A class they cannot mirror (`__post_init__`, an `InitVar`, keyword-only fields, a field that is
+not a slot) keeps dataclasses' own way; one whose values cannot change class so has its slots set through their
+descriptors."""
 
 from __future__ import annotations
 
@@ -113,8 +118,9 @@ def constructor(cls: type[_Value]) -> Callable[..., _Value]:
 
 
 def quick_init(cls: _Class) -> _Class:
-    """Decorates a frozen slotted dataclass (above `@dataclass`): its `__init__` sets each slot through its member
-    descriptor. The class is returned unchanged when it cannot be mirrored."""
+    """Decorates a frozen slotted dataclass (above `@dataclass`): its `__init__` sets each slot as a plain attribute
+    (as a value of its making class: a subclass's value, through its member descriptor). The class is returned
+    unchanged when it cannot be mirrored."""
     made = _build(cls, init=True)
     if made is not None:
         made.__qualname__ = f"{cls.__qualname__}.__init__"
@@ -123,9 +129,31 @@ def quick_init(cls: _Class) -> _Class:
     return cls
 
 
+def _making_class(cls: type) -> type | None:
+    """The class a value of `cls` is made as: a subclass that adds no slot and sets and deletes attributes as `object`
+    does, so its values may be given `cls` as their class once their slots are set; None when that cannot be (a class
+    whose values' class cannot be assigned)."""
+    namespace: dict[str, Any] = {
+        "__slots__": (),
+        "__setattr__": object.__setattr__,  # both, or the type's attribute store is the generic Python-level one
+        "__delattr__": object.__delattr__,
+        "__module__": cls.__module__,
+        "__qualname__": f"{cls.__qualname__}.making",
+    }
+    try:
+        making: type = type(cls)(f"{cls.__name__}Making", (cls,), namespace)
+        probe: Any = object.__new__(making)
+        probe.__class__ = cls
+    except TypeError:  # not a base, or a value's class cannot go from one to the other (another layout)
+        return None
+    return making
+
+
 def _build(cls: type, init: bool) -> Callable[..., Any] | None:
     """The source of a function that sets every field of a value (`init`: `self`, as `__init__`; otherwise one made
-    with `object.__new__`), compiled as dataclasses compiles its `__init__`."""
+    with `object.__new__`), compiled as dataclasses compiles its `__init__`: each field stored as a plain attribute of
+    a value of the making class, which then gets `cls` as its class; through its member descriptor where `cls` has no
+    making class (and in an `__init__` called for a subclass's value)."""
     fields = dataclasses.fields(cls)
     setters = [getattr(cls, f.name, None) for f in fields]
     if (
@@ -135,9 +163,12 @@ def _build(cls: type, init: bool) -> Callable[..., Any] | None:
         or not all(isinstance(setter, types.MemberDescriptorType) for setter in setters)
     ):
         return None
-    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls, "_FACTORY": _FACTORY}
+    making = _making_class(cls)
+    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls, "_making": making, "_FACTORY": _FACTORY}
+    namespace["_set_class"] = vars(object)["__class__"].__set__  # past the class's own (frozen) `__setattr__`
     value = "__value__"  # no field's name
-    parameters, body = ([value], []) if init else ([], [f"    {value} = _new(_cls)"])
+    parameters = [value] if init else []
+    stored: list[str] = []  #: each field's value, in the order dataclasses sets them
     for index, (f, setter) in enumerate(zip(fields, setters, strict=True)):
         namespace[f"_set{index}"] = setter.__set__  # type: ignore[union-attr]
         has_factory = f.default_factory is not dataclasses.MISSING
@@ -146,17 +177,32 @@ def _build(cls: type, init: bool) -> Callable[..., Any] | None:
         elif f.default is not dataclasses.MISSING:
             namespace[f"_default{index}"] = f.default
         if not f.init:  # set as dataclasses' __init__ sets it
-            body.append(f"    _set{index}({value}, {f'_factory{index}()' if has_factory else f'_default{index}'})")
+            stored.append(f"_factory{index}()" if has_factory else f"_default{index}")
             continue
         if has_factory:
             parameters.append(f"{f.name}=_FACTORY")
-            body.append(f"    _set{index}({value}, _factory{index}() if {f.name} is _FACTORY else {f.name})")
+            stored.append(f"_factory{index}() if {f.name} is _FACTORY else {f.name}")
         else:
             parameters.append(f"{f.name}=_default{index}" if f.default is not dataclasses.MISSING else f.name)
-            body.append(f"    _set{index}({value}, {f.name})")
+            stored.append(f.name)
+    through_setters = [f"_set{index}({value}, {what})" for index, what in enumerate(stored)]
+    as_attributes = [f"{value}.{f.name} = {what}" for f, what in zip(fields, stored, strict=True)]
+    if making is None:
+        body = through_setters if init else [f"{value} = _new(_cls)", *through_setters]
+    elif init:  # made by the class (`cls(...)`), perhaps a subclass's value: that one keeps its class
+        body = [
+            f"if type({value}) is not _cls:",
+            *(f"    {line}" for line in through_setters),
+            "    return None",
+            f"_set_class({value}, _making)",
+            *as_attributes,
+            f"{value}.__class__ = _cls",
+        ]
+    else:
+        body = [f"{value} = _new(_making)", *as_attributes, f"{value}.__class__ = _cls"]
     name = f"new_{cls.__name__}"
-    body.append("    return None" if init else f"    return {value}")
-    source = "\n".join([f"def {name}({', '.join(parameters)}):", *body])
+    body.append("return None" if init else f"return {value}")
+    source = "\n".join([f"def {name}({', '.join(parameters)}):", *(f"    {line}" for line in body)])
     exec(source, namespace)  # our own source, built from the class's fields (as dataclasses does)
     made: Callable[..., Any] = namespace[name]
     made.__qualname__ = f"constructor({cls.__qualname__})"

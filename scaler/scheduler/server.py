@@ -45,10 +45,10 @@ from scaler.scheduler.core.events import (
     Event,
     FatesTold,
     PeerLost,
-    Received,
     ShellStats,
     Undecodable,
     Watchers,
+    new_received,
 )
 from scaler.scheduler.core.scheduler_core import SchedulerCore
 from scaler.scheduler.heap import Heap
@@ -227,7 +227,7 @@ class SchedulerServer:
             if counted is None:
                 counted = counts[name] = [0, 0]
             counted[1] += 1
-            events.append(Received(peer, message, now))
+            events.append(new_received(peer, message, now))
         self._inbound.extend(events)
         if not self._router.in_burst:
             self._feed_inbound()

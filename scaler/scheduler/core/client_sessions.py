@@ -161,7 +161,7 @@ class ClientSessions:
             state.send(peer, message)  # not a registered client: sent as it is, nothing waits for it
             return
         log = client.answers
-        if not client.is_away:
+        if not client.away_reason:  # `is_away`, without the property's call: once per task
             log.sent_one(message)
             state.send(peer, message, state.tasks.live_of(ClientID(peer)) >= ANSWERS_WAIT_AT_LIVE)
             return

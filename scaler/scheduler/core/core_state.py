@@ -14,7 +14,7 @@ from collections.abc import Callable
 from scaler.protocol import messages as m
 from scaler.protocol.ids import PeerID
 from scaler.scheduler.core.client_answers import Answer
-from scaler.scheduler.core.effects import Effect, Send
+from scaler.scheduler.core.effects import Effect, new_send
 from scaler.scheduler.core.follow_ups import FollowUp
 from scaler.scheduler.core.graphs import GraphRegistry
 from scaler.scheduler.core.jobs import JobTable
@@ -63,7 +63,7 @@ class CoreState:
         self._ready_at: tuple[int, int, int] = (-1, 0, 0)
 
     def send(self, peer: PeerID, message: m.Message, may_wait: bool = False) -> None:
-        self.effects.append(Send(peer, message, may_wait))
+        self.effects.append(new_send(peer, message, may_wait))
 
     @property
     def wall_time(self) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scaler.protocol.frozen_values import quick_init
+from scaler.protocol.frozen_values import constructor, quick_init
 from scaler.protocol.ids import ClientID, ObjectID, PeerID
 from scaler.protocol.messages import (
     Message,
@@ -25,6 +25,11 @@ class Send:
     peer: PeerID
     message: Message
     may_wait: bool = False
+
+
+#: A Send made as `Send(...)` makes it, without the class's call (its type's, then its `__init__`'s): the core makes one
+#: for every message it sends
+new_send = constructor(Send)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from scaler.protocol.frozen_values import quick_init
+from scaler.protocol.frozen_values import constructor, quick_init
 from scaler.protocol.ids import ClientID, ObjectID, PeerID
 from scaler.protocol.messages import Message, MessageCount, TaskCancelConfirm, TaskResult
 from scaler.protocol.storage_messages import StorageTraffic
@@ -23,6 +23,11 @@ class Received:
     peer: PeerID
     message: Message
     now: float
+
+
+#: A Received made as `Received(...)` makes it, without the class's call (its type's, then its `__init__`'s): the shell
+#: makes one for every message it reads
+new_received = constructor(Received)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import heapq
 
 from scaler.protocol.ids import PeerID
-from scaler.scheduler.core.peers import WorkerRecord
+from scaler.scheduler.core.peers import WorkerRecord, no_free_slot
 
 #: A heap entry: the worker's load when pushed, shifted above its place among equals.
 FreeEntry = int
@@ -53,7 +53,7 @@ class FreeWorkers:
 
     def offer(self, worker: WorkerRecord) -> None:
         """The worker's load changed: it goes into the heap at its new load if it has room."""
-        if worker.free_slots <= 0:
+        if no_free_slot(worker):
             return
         if len(self._heap) > 2 * len(self._workers) + 64:  # mostly stale entries: rebuild
             self._rebuild()
@@ -77,7 +77,7 @@ class FreeWorkers:
             if worker is None or worker.order != order:
                 peers.pop(order, None)  # gone (or registered again since, under a new join order)
                 continue
-            if worker.free_slots <= 0 or len(worker.assigned) != entry >> PLACE_BITS:
+            if no_free_slot(worker) or len(worker.assigned) != entry >> PLACE_BITS:
                 continue  # stale: full, or its load changed (a fresher entry is in the heap)
             return entry, worker
         return None

@@ -107,7 +107,7 @@ class WorkerRecord:
     preemption_slots: dict[int, TaskID | None] = field(default_factory=dict)
 
     @property
-    def free_slots(self) -> int:
+    def free_slots(self) -> int:  # `no_free_slot` below is its test for none, on the path of every task
         if self.draining_until is not None:
             return 0
         return self.capacity + self.beside + self.staging + len(self.preemption_slots) - len(self.assigned)
@@ -207,6 +207,14 @@ class WorkerRecord:
         """Whether it offers what a queue key requires: the names, and for `memory` a quantity at least as large
         (policy/capability.py)."""
         return not requirement or offers_enough(self.capability_names, self.memory_bytes, requirement)
+
+
+def no_free_slot(worker: WorkerRecord) -> bool:
+    """`worker.free_slots <= 0` (its formula), as a function: a property is read through a call from C, a function is
+    called by the interpreter itself (the index of free workers asks a few times per task)."""
+    if worker.draining_until is not None:
+        return True
+    return worker.capacity + worker.beside + worker.staging + len(worker.preemption_slots) <= len(worker.assigned)
 
 
 @dataclass(slots=True)

@@ -244,7 +244,7 @@ class SchedulerCore:
             worker = self.workers.get(peer)
             manager = self.managers.get(peer) if worker is None else None
         if client is not None:
-            if client.is_away:
+            if client.away_reason:  # `is_away`, without the property's call: once per client message
                 self.client_sessions.back(peer, resuming=isinstance(message, m.ClientResume))
             client.last_seen = now
             handlers = routing.client_handlers

@@ -33,7 +33,7 @@ from scaler.protocol.messages import (
 )
 from scaler.scheduler.core.core_state import CoreState
 from scaler.scheduler.core.data_waits import DataWaits, slot_wait
-from scaler.scheduler.core.effects import DeleteObjects, Send
+from scaler.scheduler.core.effects import DeleteObjects, new_send
 from scaler.scheduler.core.follow_ups import SlotGone, TaskStep
 from scaler.scheduler.core.free_workers import FreeEntry, FreeWorkers
 from scaler.scheduler.core.graphs import GraphRecord, graph_problem
@@ -61,6 +61,13 @@ _RESULT_EVENTS = {
 
 #: The states in which a worker's result finishes a task (the table's FINISH for RESULT).
 _FINISHED_BY_RESULT = frozenset(state for state in TaskState if outcome(state, TaskEvent.RESULT) is Outcome.FINISH)
+#: The states in which dispatch assigns a task (the table's ASSIGN for DISPATCH).
+_ASSIGNED_BY_DISPATCH = frozenset(state for state in TaskState if outcome(state, TaskEvent.DISPATCH) is Outcome.ASSIGN)
+#: The members read on the path of every task, bound once: an enum class's attribute is read through the hook of
+#: `EnumType.__getattr__` (Python 3.10 and 3.11), a method-wrapper made and called each time, about ten times the cost
+#: of a global's
+_QUEUED, _DISPATCHED = TaskState.QUEUED, TaskState.DISPATCHED
+_SUCCESS, _HOST_LOST, _OBJECT_ID = ResultStatus.SUCCESS, ResultStatus.HOST_LOST, PayloadKind.OBJECT_ID
 
 #: Clients whose submit cause is kept for sharing (`submit`); past it the cache starts again.
 MAX_SHARED_CAUSES = 4096
@@ -145,7 +152,7 @@ class TaskLifecycle:
                     self._submitted_causes.clear()
                 shared = self._submitted_causes[client] = ("submitted by client {}", client)
             words = shared
-        record = self._tasks.add(task, TaskState.QUEUED, self.now, words)
+        record = self._tasks.add(task, _QUEUED, self.now, words)
         self._tasks.queue.push(record)
 
     def submit_graph(self, client: ClientID, graph: GraphTask) -> None:
@@ -184,11 +191,11 @@ class TaskLifecycle:
         if record is None or record.worker != worker:
             logger.debug("stale result for task %s dropped", result.task_id.hex())
             return
-        if result.status is ResultStatus.HOST_LOST:  # a proxy's remote machine was lost: as if its worker died
+        if result.status is _HOST_LOST:  # a proxy's remote machine was lost: as if its worker died
             self.apply(result.task_id, TaskEvent.WORKER_LOST, reason=result.error_message or "its host was lost")
             return
         status = result.status  # an enum member hashes through a Python call: the common status is not looked up
-        if status is ResultStatus.SUCCESS and not result.error_message and record.state in _FINISHED_BY_RESULT:
+        if status is _SUCCESS and not result.error_message and record.state in _FINISHED_BY_RESULT:
             # on the path of every task: `_apply`'s outcome and cause, without the event's details
             if self._tasks.stories.enabled:
                 self._cause = self._succeeded_on(worker)
@@ -424,7 +431,7 @@ class TaskLifecycle:
                     held.append(record)
                     continue
                 worker, link = placed
-            if outcome(record.state, TaskEvent.DISPATCH) is Outcome.ASSIGN:  # `_apply`'s way, without its details
+            if record.state in _ASSIGNED_BY_DISPATCH:  # `_apply`'s way, without its details
                 self._assign(record, worker, link)  # it offers the worker again if not full, and words its own cause
             else:
                 self._apply(record, TaskEvent.DISPATCH, {"worker": worker})
@@ -521,7 +528,7 @@ class TaskLifecycle:
         assert link is not None, "dispatch gives a task only to a worker with a link that has room"
         attempt = record.placed(worker.peer, link.peer, self.now)
         cause = _DISPATCH_CAUSES[attempt] if attempt < len(_DISPATCH_CAUSES) else ("dispatch attempt {}", attempt)
-        self._tasks.set_state(record, TaskState.DISPATCHED, self.now, cause)
+        self._tasks.set_state(record, _DISPATCHED, self.now, cause)
         worker.assigned.add(record.task_id)
         if worker.preemption_slots:
             self.preemption.filled(worker, record.task_id)
@@ -576,7 +583,7 @@ class TaskLifecycle:
 
     def _finish(self, record: TaskRecord, result: TaskResult) -> None:
         ran_on = record.worker or b""
-        if result.payload_kind is PayloadKind.OBJECT_ID and result.stored_bytes >= LARGE_RESULT_BYTES:
+        if result.payload_kind is _OBJECT_ID and result.stored_bytes >= LARGE_RESULT_BYTES:
             maker = self._workers.get(PeerID(ran_on))
             if maker is not None:  # its readers are placed near it (object_hosts.py)
                 self._object_hosts.made(ObjectID(result.payload), maker.hostname, result.stored_bytes)
@@ -586,7 +593,7 @@ class TaskLifecycle:
             self._tasks.stories.ran(record.task_id, ran_on, record.attempts, result)
         run_seconds = self._learn_run_time(record, result)
         self._release_worker(record)
-        if result.status is ResultStatus.SUCCESS:
+        if result.status is _SUCCESS:
             self._tasks.succeeded += 1
         else:
             self._tasks.failed += 1
@@ -710,7 +717,7 @@ class TaskLifecycle:
                 started = worker.last_finished_at
             worker.last_finished_at = self.now
         seconds = result.profile.duration_seconds or self.now - started
-        if result.status is ResultStatus.SUCCESS:
+        if result.status is _SUCCESS:
             self._tasks.run_times.observe(record.traits.function_name, self._tasks.queue.key(record), seconds)
         return seconds
 
@@ -805,7 +812,7 @@ class TaskLifecycle:
     def _send(
         self, peer: PeerID, message: Task | TaskResult | TaskCancel | TaskCancelConfirm | TaskReturn | ProcessorKill
     ) -> None:
-        self._effects.append(Send(peer, message))
+        self._effects.append(new_send(peer, message))
 
     def step(self, step: TaskStep) -> None:
         """A lifecycle event another registry asks for (`follow_ups.TaskStep`), with only the details it gives."""
