@@ -263,7 +263,9 @@ def test_results_move_host_to_host_not_through_the_storage_host(
         f"hosts received {crossed / size:.1f} partitions, the storage host sent {egress / size:.2f}"
     )
     assert crossed >= 2 * size, f"the partitions did not cross between the hosts ({crossed} bytes): placement?"
-    assert egress < size / 2, f"the storage host sent {egress / size:.1f} partitions: results went through it"
+    assert egress < size / 2, (
+        f"the storage host sent {egress / size:.1f} partitions: results went through it\n{stack.logs()}"
+    )
 
 
 def stored(stack: RigStack, object_hex: str, size: int) -> None:
