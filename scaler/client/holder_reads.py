@@ -28,11 +28,11 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from scaler.errors import MissingObjects, ObjectStorageException
+from scaler.errors import MissingObjects, ObjectStorageException, PieceMismatch
 from scaler.io.sockets import TransportSecurity
 from scaler.object_storage.client_core import SourcesUnknown
 from scaler.protocol.ids import ObjectID
-from scaler.protocol.storage_messages import DIGEST_BYTES, WIRE_PIECE_BYTES, ObjectSource, SourceRequest
+from scaler.protocol.storage_messages import DIGEST_BYTES, ObjectSource, SourceRequest, piece_lengths
 from scaler.security.curve import CurveSecurity
 
 if TYPE_CHECKING:
@@ -55,10 +55,6 @@ CONNECT_SECONDS = 2.0
 #: from then on: a laptop off the workers' network would otherwise pay CONNECT_SECONDS once per host of a large
 #: cluster.
 UNREACHED_HOSTS = 2
-
-
-class PieceMismatch(ObjectStorageException):
-    """A piece a holder sent does not match its digest (or the holder sent fewer pieces than named)."""
 
 
 class SourceChoice:
@@ -120,11 +116,7 @@ class CheckedSource:
     def __init__(self, source: ObjectInParts, digests: Sequence[bytes]) -> None:
         self._source = source
         self.frame_bytes = tuple(source.frame_bytes)
-        self._pieces = [
-            min(WIRE_PIECE_BYTES, length - start)
-            for length in self.frame_bytes
-            for start in (range(0, length, WIRE_PIECE_BYTES) if length else (0,))
-        ]
+        self._pieces = piece_lengths(self.frame_bytes)
         if len(digests) != len(self._pieces):
             raise PieceMismatch(f"the holder's object has {len(self._pieces)} pieces, {len(digests)} digests named")
         self._digests = list(digests)

@@ -14,6 +14,7 @@ __all__ = [
     "joined_pieces",
     "piece_digest",
     "piece_digests",
+    "piece_lengths",
     "pieces_align",
     "split_chunks",
     "wire_pieces",
@@ -53,6 +54,14 @@ def wire_pieces(frames: Sequence[Any], piece_bytes: int = WIRE_PIECE_BYTES) -> l
         view = memoryview(frame).cast("B")
         pieces.extend(view[offset : offset + piece_bytes] for offset in range(0, len(view), piece_bytes))
     return pieces
+
+
+def piece_lengths(frame_bytes: Sequence[int], piece_bytes: int = WIRE_PIECE_BYTES) -> list[int]:
+    """The length of each piece `wire_pieces` cuts frames of these lengths into, in order (an empty frame is one
+    empty piece)."""
+    return [
+        min(piece_bytes, length - start) for length in frame_bytes for start in (range(0, length, piece_bytes) or (0,))
+    ]
 
 
 def piece_digest(piece: Any) -> bytes:

@@ -34,7 +34,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from scaler.errors import IncompatiblePeerError, MissingObjects, ObjectStorageException, ObjectStorageFullError
+from scaler.errors import (
+    IncompatiblePeerError,
+    MissingObjects,
+    ObjectStorageException,
+    ObjectStorageFullError,
+    PieceMismatch,
+)
 from scaler.io.sockets import TransportSecurity
 from scaler.object_storage.client_core import HeldObjectGone, HoldsUnknown, TurnsUnknown, WantsUnknown
 from scaler.object_storage.connection import ObjectInParts, ObjectStorageConnection
@@ -51,6 +57,7 @@ from scaler.protocol.storage_messages import (
     StorageStatus,
     piece_digest,
     piece_digests,
+    piece_lengths,
     wire_pieces,
 )
 from scaler.security.curve import CurveSecurity
@@ -70,10 +77,6 @@ PROGRESS_BYTES = 4 << 20
 MAX_SOURCES = 2
 
 _numbers = itertools.count(1)
-
-
-class PieceMismatch(ObjectStorageException):
-    """A piece another host's cache sent does not match its digest."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,7 +422,7 @@ class _Check:
     """The digests of an object's pieces, checked in order as the pieces come (PieceMismatch at the first wrong one)."""
 
     def __init__(self, digests: Sequence[bytes], frame_bytes: Sequence[int]) -> None:
-        expected = sum(max(1, -(-length // WIRE_PIECE_BYTES)) for length in frame_bytes)
+        expected = len(piece_lengths(frame_bytes))
         if len(digests) != expected:
             raise PieceMismatch(f"the source named {len(digests)} piece digests for an object of {expected} pieces")
         self._digests = list(digests)
