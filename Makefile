@@ -96,6 +96,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check scaler rehearsal tests benchmarks examples docs/*.py
 	$(BIN)/ruff format --check scaler rehearsal tests benchmarks examples docs/*.py
 	$(BIN)/lint-imports
+	$(BIN)/python tools/scheduler_floors.py >/dev/null || $(BIN)/python tools/scheduler_floors.py
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
