@@ -6,10 +6,12 @@ The fake cloud runs in this process (`fake_cloud` fixture); `AWS_ENDPOINT_URL` p
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +25,22 @@ from scaler.errors import DeserializeObjectError, ProcessorDiedError, TaskTimeou
 from scaler.worker_manager.aws_hpc.job_runner import JOB_PARAMETERS
 from scaler.worker_manager.aws_hpc.provision import JOB_COMMAND, provision
 from tests.integration.cloud_harness import REGION, cloud_client, wait_for_cloud
-from tests.integration.conftest import Addresses, Launcher, Service, kill_tree, probe_scheduler, wait_for
+from tests.integration.conftest import (
+    Addresses,
+    Launcher,
+    Service,
+    kill_tree,
+    probe_scheduler,
+    running_stack,
+    wait_for,
+)
 from tests.integration.test_launcher import Stack, stack_file
 
 pytestmark = [pytest.mark.integration, pytest.mark.cloud, pytest.mark.timeout(240)]
 
 QUEUE, DEFINITION, BUCKET, PREFIX = "scaler-batch-queue", "scaler-batch-job", "scaler-test-tasks", "scaler-tasks"
 ACTIVE = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING")
+_MANAGERS = itertools.count()
 
 
 def batch_settings(scheduler: str = "tcp://127.0.0.1:1", **overrides: Any) -> AWSHPCWorkerManagerConfig:
@@ -63,9 +74,10 @@ def task_objects(bucket: str = BUCKET) -> list[str]:
 
 
 def start_manager(launcher: Launcher, addresses: Addresses, *args: str) -> Service:
+    """A manager with an id of its own: the module's scheduler keeps a killed one's registered for a while."""
     return launcher.start(
         "scaler_worker_manager", "aws_hpc", addresses.scheduler, "-q", QUEUE, "-d", DEFINITION, "--s3-bucket", BUCKET,
-        "--worker-manager-id", "batch", *args,
+        "--worker-manager-id", f"batch-{next(_MANAGERS)}", *args,
     )  # fmt: skip
 
 
@@ -119,6 +131,14 @@ def slow_the_first_time(marker: str) -> str:
         time.sleep(60)
         return "first attempt"
     return "second attempt"
+
+
+@pytest.fixture(scope="module")
+def addresses(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Addresses]:
+    """One object storage and scheduler for the module: each test starts a manager of its own on it (a test's
+    client takes its unfinished tasks with it when it leaves)."""
+    with running_stack(tmp_path_factory.mktemp("stack"), workers=0) as stack:
+        yield stack
 
 
 @pytest.fixture
@@ -176,11 +196,12 @@ def test_the_example_file_runs_tasks_as_batch_jobs_and_leaves_nothing_behind(fak
 # ---------------------------------------------------------------- payloads
 
 
-def test_payloads_large_and_bad_each_end_as_the_user_expects(batch_cloud: Any, launcher: Launcher) -> None:
+def test_payloads_large_and_bad_each_end_as_the_user_expects(
+    batch_cloud: Any, addresses: Addresses, launcher: Launcher
+) -> None:
     """One manager, in turn: a large argument (through S3) and a large result (through object storage); a result
     the client cannot unpickle (a clear error, and the next task runs); then the bucket gone (the S3 error,
     naming the object)."""
-    addresses, _scheduler, _storage = launcher.stack(workers=0)
     start_manager(launcher, addresses)
     blob = os.urandom(200_000)  # over the inline limit of a job's parameters, even gzipped
     with Client(address=addresses.scheduler, timeout_seconds=60) as client:
@@ -209,7 +230,7 @@ def test_a_job_queue_that_does_not_exist_stops_the_manager_with_a_message(batch_
 
 
 def test_a_job_definition_whose_command_fails_at_start_fails_the_task_naming_the_job(
-    batch_cloud: Any, launcher: Launcher
+    batch_cloud: Any, addresses: Addresses, launcher: Launcher
 ) -> None:
     batch = boto3.client("batch", region_name=REGION)
     resources = [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "2048"}]
@@ -218,7 +239,6 @@ def test_a_job_definition_whose_command_fails_at_start_fails_the_task_naming_the
         jobDefinitionName="broken-job", type="container",
         containerProperties={"image": "scaler-batch-job:latest", "command": command, "resourceRequirements": resources},
     )  # fmt: skip
-    addresses, _scheduler, _storage = launcher.stack(workers=0)
     launcher.start(
         "scaler_worker_manager", "aws_hpc", addresses.scheduler, "-q", QUEUE, "-d", "broken-job", "--s3-bucket", BUCKET
     )
@@ -229,7 +249,9 @@ def test_a_job_definition_whose_command_fails_at_start_fails_the_task_naming_the
     no_batch_leftovers()
 
 
-def test_an_image_the_cloud_cannot_pull_fails_the_task_with_batchs_reason(batch_cloud: Any, launcher: Launcher) -> None:
+def test_an_image_the_cloud_cannot_pull_fails_the_task_with_batchs_reason(
+    batch_cloud: Any, addresses: Addresses, launcher: Launcher
+) -> None:
     """Checked off: without the fake cloud's image check, the job runs its command (this build, baked into every
     image) and the task returns 9."""
     batch = boto3.client("batch", region_name=REGION)
@@ -239,7 +261,6 @@ def test_an_image_the_cloud_cannot_pull_fails_the_task_with_batchs_reason(batch_
         jobDefinitionName="unpullable-job", type="container", parameters={name: "none" for name in JOB_PARAMETERS},
         containerProperties={"image": image, "command": JOB_COMMAND, "resourceRequirements": resources},
     )  # fmt: skip
-    addresses, _scheduler, _storage = launcher.stack(workers=0)
     launcher.start("scaler_worker_manager", "aws_hpc", addresses.scheduler, "-q", QUEUE, "-d", "unpullable-job",
                    "--s3-bucket", BUCKET)  # fmt: skip
     with Client(address=addresses.scheduler, timeout_seconds=60) as client:
@@ -250,11 +271,10 @@ def test_an_image_the_cloud_cannot_pull_fails_the_task_with_batchs_reason(batch_
 
 
 def test_a_bucket_deleted_after_the_manager_started_fails_tasks_instead_of_leaving_them_waiting(
-    batch_cloud: Any, launcher: Launcher
+    batch_cloud: Any, addresses: Addresses, launcher: Launcher
 ) -> None:
     """The first proxy starts after the bucket is gone: it does not exit (its manager would start it again and
     again while the task waited); the task fails naming the bucket."""
-    addresses, _scheduler, _storage = launcher.stack(workers=0)
     manager = start_manager(launcher, addresses)
     manager.wait_for_log("registered with the scheduler")
     boto3.client("s3", region_name=REGION).delete_bucket(Bucket=BUCKET)
@@ -264,8 +284,9 @@ def test_a_bucket_deleted_after_the_manager_started_fails_tasks_instead_of_leavi
     assert "counted as a failed launch" not in manager.log_text()
 
 
-def test_a_reclaimed_spot_host_runs_the_task_again(batch_cloud: Any, launcher: Launcher, tmp_path: Path) -> None:
-    addresses, _scheduler, _storage = launcher.stack(workers=0)
+def test_a_reclaimed_spot_host_runs_the_task_again(
+    batch_cloud: Any, addresses: Addresses, launcher: Launcher, tmp_path: Path
+) -> None:
     manager = start_manager(launcher, addresses)
     marker = str(tmp_path / "started-once")
     with Client(address=addresses.scheduler, timeout_seconds=60) as client:
@@ -279,8 +300,9 @@ def test_a_reclaimed_spot_host_runs_the_task_again(batch_cloud: Any, launcher: L
     no_batch_leftovers()
 
 
-def test_cancel_and_timeout_terminate_the_remote_jobs(batch_cloud: Any, launcher: Launcher) -> None:
-    addresses, _scheduler, _storage = launcher.stack(workers=0)
+def test_cancel_and_timeout_terminate_the_remote_jobs(
+    batch_cloud: Any, addresses: Addresses, launcher: Launcher
+) -> None:
     start_manager(launcher, addresses, "--task-timeout-seconds", "8")
     with Client(address=addresses.scheduler, timeout_seconds=60) as client:
         cancelled = client.submit(sleep_then, 60, "never")
@@ -295,8 +317,9 @@ def test_cancel_and_timeout_terminate_the_remote_jobs(batch_cloud: Any, launcher
     assert any(reason.startswith("Canceled by Scaler") for reason in reasons), reasons
 
 
-def test_a_killed_proxy_has_its_jobs_cancelled_and_its_task_runs_again(batch_cloud: Any, launcher: Launcher) -> None:
-    addresses, _scheduler, _storage = launcher.stack(workers=0)
+def test_a_killed_proxy_has_its_jobs_cancelled_and_its_task_runs_again(
+    batch_cloud: Any, addresses: Addresses, launcher: Launcher
+) -> None:
     start_manager(launcher, addresses)
     with Client(address=addresses.scheduler, timeout_seconds=60) as client:
         future = client.submit(sleep_then, 6, "done")
@@ -342,13 +365,14 @@ def say_then_sleep(seconds: float) -> None:
     time.sleep(seconds)
 
 
-def test_a_job_whose_manager_is_gone_ends_itself_within_its_lease(batch_cloud: Any, launcher: Launcher) -> None:
+def test_a_job_whose_manager_is_gone_ends_itself_within_its_lease(
+    batch_cloud: Any, addresses: Addresses, launcher: Launcher
+) -> None:
     """#28 item 4 for Batch: SIGKILL of the manager and its proxies (the laptop gone) while a job runs its task
     leaves nobody to cancel it; the job ends itself once the lease object its proxy renewed is older than the lease,
     naming the lease, long before its own 10-minute task or the job timeout. Checked by switching it off: with the
     job runner's lease watch not started, the job runs on and the wait for it to end times out."""
     lease_seconds = 8
-    addresses, _scheduler, _storage = launcher.stack(workers=0)
     manager = start_manager(launcher, addresses, "--lease-seconds", str(lease_seconds))
     batch = boto3.client("batch", region_name=REGION)
     with Client(address=addresses.scheduler, timeout_seconds=60) as client:

@@ -24,6 +24,7 @@ from tests.integration.conftest import (
     Launcher,
     Service,
     monitor,
+    running_stack,
 )
 from tests.integration.manager_harness import manager_of
 from tests.integration.test_cloud_burst import ECS_FLAGS, ec2_instances, ecs_tasks, live_units, slow_identity
@@ -42,10 +43,19 @@ def start_manager(launcher: Launcher, kind: str, scheduler: str, manager_id: str
     )  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def work_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Addresses]:
+    """One scheduler with the work policy (and its object storage) for the module; each test's managers have ids of
+    their own."""
+    with running_stack(tmp_path_factory.mktemp("stack"), workers=0, scheduler_args=SCALING) as addresses:
+        yield addresses
+
+
 @pytest.fixture
-def queued_work(launcher: Launcher) -> Iterator[Addresses]:
-    """A scheduler with the work policy and 4 tasks queued by a connected client (no workers)."""
-    addresses, _scheduler, _storage = launcher.stack(workers=0, scheduler_args=SCALING)
+def queued_work(work_scheduler: Addresses) -> Iterator[Addresses]:
+    """The module's scheduler with 4 tasks queued by a connected client (no workers), which takes them with it when
+    it leaves after the test."""
+    addresses = work_scheduler
     with Client(address=addresses.scheduler, timeout_seconds=60) as client:
         futures = [client.submit(slow_identity, x) for x in range(4)]
         yield addresses

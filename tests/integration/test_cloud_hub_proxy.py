@@ -17,7 +17,7 @@ from scaler import Client
 from scaler.io.address import free_tcp_port_block
 from tests.http_connect_proxy import ConnectProxy
 from tests.integration.conftest import monitor
-from tests.integration.test_cloud_hub import HubStack
+from tests.integration.test_cloud_hub import HubStack, one_unit
 from tests.tls_certificates import make_authority
 
 pytestmark = [pytest.mark.integration, pytest.mark.cloud, pytest.mark.timeout(300)]
@@ -36,7 +36,8 @@ def hub_over_wss(fake_cloud: Any, tmp_path: Path, proxy: ConnectProxy) -> Iterat
     certificate = f'tls_cert = "{authority.good.cert}"\ntls_key = "{authority.good.key}"\ntls_ca = "{authority.ca}"\n'
 
     def over_wss(text: str) -> str:
-        text = text.replace('hub = "cloud"', f'hub = "cloud"\nhub_address = "wss://0.0.0.0:{port}"')
+        """One unit of two workers (what crosses the proxy is the same with four), the hub over wss."""
+        text = one_unit(text).replace('hub = "cloud"', f'hub = "cloud"\nhub_address = "wss://0.0.0.0:{port}"')
         return text.replace("[scheduler]\n", f"[scheduler]\n{certificate}")
 
     proxies = {"https_proxy": proxy.url, "HTTPS_PROXY": proxy.url, "no_proxy": "", "NO_PROXY": ""}

@@ -9,6 +9,7 @@ assertion fails; without the unit's delete, the manifest assertion fails."""
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import pytest
 from scaler import Client
 from scaler.security.key_files import make_key_pair
 from tests.integration.cloud_harness import REGION
-from tests.integration.conftest import Launcher, free_addresses
+from tests.integration.conftest import Launcher, ProcessWatch, free_addresses
 from tests.integration.test_cloud_burst import ECS_FLAGS, ec2_instances
 from tests.integration.test_cloud_faults import EC2_FLAGS
 
@@ -45,6 +46,21 @@ def keyed_stack(launcher: Launcher, folder: Path) -> tuple[Any, dict[str, str]]:
     return addresses, client_keys
 
 
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, dict[str, str], Path]]:
+    """One secured scheduler and object storage for the module (each test's manager has an id of its own): their
+    addresses, the client's keys and the keys' folder."""
+    folder = tmp_path_factory.mktemp("keys")
+    watch = ProcessWatch()
+    try:
+        addresses, client_keys = keyed_stack(Launcher(watch, folder), folder)
+        yield addresses, client_keys, folder
+    finally:
+        watch.stop_all()
+    leftovers = watch.leftovers()
+    assert not leftovers, f"processes left behind: {leftovers}"
+
+
 def secret_text(folder: Path) -> str:
     return (folder / "pool.key_secret").read_text().split('secret-key = "')[1].split('"')[0]
 
@@ -55,18 +71,18 @@ def double(x: int) -> int:
 
 @pytest.mark.parametrize("kind", ["ecs", "ec2"])
 def test_a_secured_cloud_unit_gets_its_keys_without_a_key_on_its_command_line(
-    fake_cloud: Any, launcher: Launcher, tmp_path: Path, kind: str
+    fake_cloud: Any, launcher: Launcher, keyed: tuple[Any, dict[str, str], Path], kind: str
 ) -> None:
-    addresses, client_keys = keyed_stack(launcher, tmp_path)
-    manager_keys = ("--curve-secret-key", str(tmp_path / "pool.key_secret"), "--curve-server-key",
-                    str(tmp_path / "server.key"))  # fmt: skip
+    addresses, client_keys, folder = keyed
+    manager_keys = ("--curve-secret-key", str(folder / "pool.key_secret"), "--curve-server-key",
+                    str(folder / "server.key"))  # fmt: skip
     flags = ECS_FLAGS if kind == "ecs" else EC2_FLAGS
     manager_type = "aws_raw_ecs" if kind == "ecs" else "orb_aws_ec2"
     manager = launcher.start("scaler_worker_manager", manager_type, addresses.scheduler, "-wmi", f"keys-{kind}",
                              "-his", "1", "-ll", "DEBUG", "-mtc", "1", *flags, *manager_keys)  # fmt: skip
     with Client(addresses.scheduler, timeout_seconds=120, **client_keys) as client:
         assert client.submit(double, 21).result(timeout=120) == 42, "a worker in the cloud unit ran it, secured"
-    secret = secret_text(tmp_path)
+    secret = secret_text(folder)
     assert secret not in manager.log_text(), "the manager never logs the secret key"
     for log in fake_cloud.log_directory.rglob("*.log"):
         assert secret not in log.read_text(errors="replace"), f"{log} holds the secret key"

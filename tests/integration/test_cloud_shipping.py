@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from scaler.worker_manager.ship.distributions import DISTRIBUTION_NAME, this_pyt
 from scaler.worker_manager.ship.environment import UnitEnvironment
 from scaler.worker_manager.ship.unit_target import UnitTarget
 from tests.integration.cloud_harness import REGION, ec2_config, ecs_config, wait_for_cloud
-from tests.integration.conftest import Launcher, Service, monitor, wait_for
+from tests.integration.conftest import Addresses, Launcher, Service, monitor, running_stack, wait_for
 from tests.integration.manager_harness import workers_of
 from tests.integration.test_cloud_burst import ECS_FLAGS, ecs_tasks, live_units, slow_identity
 
@@ -42,6 +43,14 @@ SCALING = ("--policy-content", "allocate=even_load; scaling=work; cooldown_secon
 BUCKET = f"scaler-123456789012-{REGION}"
 #: Only this build of scaler is shipped (the units here already have the test environment's packages).
 LEAN = ("--environment", "requirements")
+
+
+@pytest.fixture(scope="module")
+def addresses(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Addresses]:
+    """One scheduler with the work policy (and its object storage) for the module; each test's manager has an id of
+    its own, and each test's client takes its unfinished tasks with it."""
+    with running_stack(tmp_path_factory.mktemp("stack"), workers=0, scheduler_args=SCALING) as stack:
+        yield stack
 
 
 def start_ecs(launcher: Launcher, scheduler: str, manager_id: str, *args: str) -> Service:
@@ -90,11 +99,10 @@ def needs_unshippable() -> None:
 
 
 def test_a_requirement_a_unit_cannot_install_fails_the_tasks_that_need_it_naming_it(
-    fake_cloud: Any, launcher: Launcher
+    fake_cloud: Any, addresses: Addresses, launcher: Launcher
 ) -> None:
     """The index check cannot see a URL requirement: the unit's installer (the image's uv) fails on it. Checked by
     switching it off: without the stubs, the task fails with a bare "No module named 'unshippable'"."""
-    addresses, _scheduler, _storage = launcher.stack(workers=0, scheduler_args=SCALING)
     broken = "unshippable @ http://127.0.0.1:9/unshippable-1.0-py3-none-any.whl"
     manager = start_ecs(launcher, addresses.scheduler, "stubbed", *LEAN, "-mtc", "1",
                         "--ecs-python-requirements", broken)  # fmt: skip
@@ -107,9 +115,8 @@ def test_a_requirement_a_unit_cannot_install_fails_the_tasks_that_need_it_naming
 
 
 def test_the_managers_bucket_deleted_mid_burst_is_made_again_and_the_next_unit_boots(
-    fake_cloud: Any, launcher: Launcher
+    fake_cloud: Any, addresses: Addresses, launcher: Launcher
 ) -> None:
-    addresses, _scheduler, _storage = launcher.stack(workers=0, scheduler_args=SCALING)
     manager = start_ecs(launcher, addresses.scheduler, "bucketless", *LEAN, "-mtc", "2")
     with Client(address=addresses.scheduler, timeout_seconds=120) as client:
         first = client.submit(slow_identity, 1)
@@ -124,9 +131,8 @@ def test_the_managers_bucket_deleted_mid_burst_is_made_again_and_the_next_unit_b
 
 
 def test_a_unit_that_cannot_reach_the_scheduler_is_named_within_one_boot_timeout(
-    fake_cloud: Any, launcher: Launcher
+    fake_cloud: Any, addresses: Addresses, launcher: Launcher
 ) -> None:
-    addresses, _scheduler, _storage = launcher.stack(workers=0, scheduler_args=SCALING)
     nowhere = "tcp://127.0.0.1:9"  # what the workers are told: nothing listens there
     manager = start_ecs(launcher, addresses.scheduler, "lost", *LEAN, "-mtc", "1", "-wsa", nowhere,
                         "--boot-timeout-seconds", "30")  # fmt: skip

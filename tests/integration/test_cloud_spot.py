@@ -11,6 +11,7 @@ from __future__ import annotations
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ from scaler import Client
 from scaler.worker_manager.backend import unit_id_of_worker
 from scaler_rehearsal.fake_cloud.faults import ROUTE
 from tests.integration.cloud_harness import cloud_client, cloud_unit_processes, wait_for_cloud
-from tests.integration.conftest import COLD_START_SECONDS, Launcher, monitor, wait_for
+from tests.integration.conftest import COLD_START_SECONDS, Addresses, Launcher, monitor, running_stack, wait_for
 from tests.integration.manager_harness import workers_of
 from tests.integration.test_cloud_burst import (
     ec2_instances,
@@ -46,6 +47,15 @@ def inject(endpoint: str, resource: str | None) -> tuple[int, str]:
             return answer.status, answer.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode()
+
+
+@pytest.fixture(scope="module")
+def addresses(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Addresses]:
+    """One scheduler with the work policy and no retry at all (a task lost with its worker would fail, so every result
+    of a test ran without spending one), and its object storage, for the module's managers."""
+    arguments = ("--policy-content", "allocate=even_load; scaling=work; cooldown_seconds=60", "-mtr", "0")
+    with running_stack(tmp_path_factory.mktemp("stack"), workers=0, scheduler_args=arguments) as stack:
+        yield stack
 
 
 def test_the_fault_route_names_what_it_did_and_what_it_could_not_find(fake_cloud: Any) -> None:
@@ -94,13 +104,8 @@ def test_only_a_running_ec2_spot_instance_can_be_interrupted_and_only_once(fake_
 
 
 def test_a_spot_interruption_is_replaced_at_once_and_its_tasks_finish_without_spending_a_retry(
-    fake_cloud: Any, launcher: Launcher
+    fake_cloud: Any, addresses: Addresses, launcher: Launcher
 ) -> None:
-    # no retry at all: a task lost with its worker would fail, so every result below ran without spending one
-    addresses, _scheduler, _storage = launcher.stack(
-        workers=0,
-        scheduler_args=("--policy-content", "allocate=even_load; scaling=work; cooldown_seconds=60", "-mtr", "0"),
-    )
     manager_id = "ecs-spot"
     manager = start_ecs_manager(launcher, addresses, manager_id, "-mtc", "2", "--ecs-capacity-provider", "FARGATE_SPOT")
     with Client(address=addresses.scheduler, timeout_seconds=120) as client:
@@ -135,13 +140,9 @@ def test_a_spot_interruption_is_replaced_at_once_and_its_tasks_finish_without_sp
 
 
 def test_an_ec2_spot_interruption_is_drained_and_replaced_before_the_instance_goes(
-    fake_cloud: Any, launcher: Launcher
+    fake_cloud: Any, addresses: Addresses, launcher: Launcher
 ) -> None:
     fake_cloud.set_spot_notice_seconds(EC2_NOTICE_SECONDS)
-    addresses, _scheduler, _storage = launcher.stack(
-        workers=0,
-        scheduler_args=("--policy-content", "allocate=even_load; scaling=work; cooldown_seconds=60", "-mtr", "0"),
-    )
     manager_id = "ec2-spot"
     # t2.micro: one worker per instance, so two instances
     manager = start_manager(launcher, "orb_aws_ec2", addresses.scheduler, manager_id, "-mtc", "2",

@@ -138,7 +138,8 @@ def test_a_container_of_the_images_python_runs_in_the_images_environment(fake_cl
         WORKER_IMAGE, PYTHON_VERSION=other, COMMAND="exec python3 -c 'import sys; print(sys.prefix)'"
     )
     nothing = run_ecs_task(image, PYTHON_VERSION=UNIT_PYTHON)  # no COMMAND: fails as a fresh environment's does
-    ready = fake_cloud.state_directory / "image-environments" / "scaler-batch-job" / "venv"
+    ready = fake_cloud.image_environment("scaler-batch-job")
+    assert ready is not None
     units = fake_cloud.state_directory / "units"
     for arn in (as_is, added, another):
         stopped = stopped_task(arn)["stoppedReason"]
@@ -154,6 +155,35 @@ def test_a_container_of_the_images_python_runs_in_the_images_environment(fake_cl
     assert stopped_task(nothing)["stoppedReason"] == "Essential container in task exited (exit code 1)"
     log = task_log(fake_cloud, nothing)
     assert "using the image's environment" in log and "COMMAND is not set and the container has no command" in log
+
+
+def test_an_images_environment_is_made_once_per_machine_and_again_for_another_python_or_requirement(
+    tmp_path: Path,
+) -> None:
+    """A second cloud of this machine finds the image's environment the first made (as a host keeps the images it
+    pulled) and makes none; an image of another Python, or other baked requirements, gets another. Checked off: with
+    no cache folder (each cloud its own environments), the second cloud made the environment again, in its folder."""
+    from scaler_rehearsal.fake_cloud.image_environments import ImageEnvironments
+    from scaler_rehearsal.fake_cloud.images import Image
+
+    uv, interpreters = Path(sys.executable).parent / "uv", machine_interpreters()
+    cache = tmp_path / "cache"
+    first, second = (ImageEnvironments(tmp_path / name, interpreters, uv, cache) for name in ("first", "second"))
+    image = Image("scaler-worker", UNIT_PYTHON)
+    made = first.of(image, {"PATH": "/usr/bin:/bin"})
+    assert made is not None and made.is_relative_to(cache)
+    marker = made / "made-by-the-first"
+    marker.touch()
+    assert second.of(image, {}) == made and marker.exists(), "the second cloud found it, made nothing"
+    assert second.made("scaler-worker") == made
+    others = [Image("scaler-worker", UNIT_PYTHON, "# baked: nothing")]
+    others += [
+        Image("scaler-worker", minor)
+        for minor in WORKER_IMAGE_PYTHONS
+        if minor in interpreters and minor != UNIT_PYTHON
+    ][:1]
+    for other in others:
+        assert second.of(other, {"PATH": "/usr/bin:/bin"}) not in (None, made)
 
 
 def where_am_i() -> tuple[str, str, str | None, str | None]:

@@ -80,7 +80,8 @@ class FakeCloud:
         self._log_directory.mkdir(parents=True, exist_ok=True)
         cache = cache_directory or default_cache_directory()
         sandbox = Sandbox(self._state_directory, self._state_directory / "installer-cache", machine_interpreters(),
-                          _uv(), ami_has_uv=ami_has_uv, commands_cache=cache / "system-bin")  # fmt: skip
+                          _uv(), ami_has_uv=ami_has_uv, commands_cache=cache / "system-bin",
+                          environments_cache=cache / "image-environments")  # fmt: skip
         settings = FakeCloudRunnerSettings(
             self.endpoint_url, sandbox, boot_seconds, self._log_directory, spot_notice_seconds,
             ImageCatalogue(images), self._network, container_engine,
@@ -207,6 +208,10 @@ class FakeCloud:
         """The units' folders, and the image's and AMI's tools (removed when the cloud stops)."""
         return self._state_directory
 
+    def image_environment(self, repository: str) -> Path | None:
+        """The environment of the image of `repository` (`image_environments.py`), once a container of it started."""
+        return self._ecs.settings.sandbox.image_environment(repository)
+
     @property
     def network(self) -> Any:
         """The units' network (`network.UnitNetwork`) when the cloud isolates them, else None."""
@@ -306,8 +311,9 @@ def remove_leftover_state() -> None:
 
 
 def default_cache_directory() -> Path:
-    """Where the package index mirror keeps the files it downloaded from PyPI between runs (`index-files/`), and the
-    units' mirror of this machine's commands (`system-bin/`): `$XDG_CACHE_HOME/scaler-fake-cloud`."""
+    """Where the package index mirror keeps the files it downloaded from PyPI between runs (`index-files/`), the
+    units' mirror of this machine's commands (`system-bin/`) and the images' environments (`image-environments/`):
+    `$XDG_CACHE_HOME/scaler-fake-cloud`."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "scaler-fake-cloud"
 

@@ -4,7 +4,8 @@ nothing of the laptop's (no virtual environment, PYTHONPATH, interpreter or work
 What a unit finds on its PATH is what its image or AMI has:
 - an ECS task or a Batch job (the project's worker image): `python3.X` for the image's Pythons this machine has,
   `uv`, and the image's entrypoint, which runs the unit in the image's environment (`image_environments.py`: made
-  once per image, shared by its units, never written) or makes the unit's own (`image/worker-entrypoint.sh`);
+  once per image and machine, shared by its units, never written) or makes the unit's own
+  (`image/worker-entrypoint.sh`);
 - an EC2 instance (Amazon Linux 2023): `python3` (3.9, a fresh environment of its own, without pip), and shims of
   `dnf`/`yum` (the Pythons AL2023 offers) and `shutdown`/`poweroff`/`halt`/`reboot` (`shims/`); with `ami_has_uv`,
   also `uv`, as an AMI baked for scaler has it (stock AL2023 has none: an instance's boot installs it with pip);
@@ -81,6 +82,8 @@ class Sandbox:
     ami_has_uv: bool = False
     #: where the mirror of the machine's commands is kept for every cloud after this one (None: made for this one)
     commands_cache: Path | None = None
+    #: where the images' environments are kept for every cloud after this one (None: made for this one)
+    environments_cache: Path | None = None
     _removal: BackgroundRemoval = field(default_factory=lambda: BackgroundRemoval(), repr=False)
     _image_environments: ImageEnvironments | None = field(default=None, repr=False)
 
@@ -110,7 +113,7 @@ class Sandbox:
             (tools / tool).chmod(0o755)
         (self.installer_cache / "uv").mkdir(parents=True, exist_ok=True)
         self._image_environments = ImageEnvironments(self.state_directory / "image-environments", self.interpreters,
-                                                     self.uv)  # fmt: skip
+                                                     self.uv, self.environments_cache)  # fmt: skip
         return self
 
     def unit_folder(self, name: str) -> Path:
@@ -170,6 +173,10 @@ class Sandbox:
             shutil.rmtree(folder, ignore_errors=True)
             return
         self._removal.remove(trash)
+
+    def image_environment(self, repository: str) -> Path | None:
+        """The environment of the image of `repository`, once a container of it has started (None: none made)."""
+        return self._image_environments.made(repository) if self._image_environments is not None else None
 
     def _image_environment(self, image: Image, endpoint: str, region: str) -> Path | None:
         assert self._image_environments is not None, "prepare() first"
