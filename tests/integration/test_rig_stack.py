@@ -13,11 +13,14 @@ two others, clients on one more, every byte between them crossing 100 Mbit/s lin
   host, from where, how far: the second host fetching from the first), and then both hosts' caches holding the object,
   sent once out of the storage server;
 - placement follows data (item 4): once a host read an object, later readers of it go to that host while one of its
-  slots is idle (the other host receives none of it), and a reader whose holding host is busy runs elsewhere at once.
+  slots is idle (the other host receives none of it), and a reader whose holding host is busy runs elsewhere at once;
+- a task's inputs that its host's cache lacks are fetched side by side, not one after another (the status shows them
+  under way to its host together).
 
 Checked with the mechanisms off: with the core's deadline counted from the request's sending alone (`_deadline`
 without `_heard_at`), the 100 MB get fails with "sent nothing for 3 s" after 3 s; with `HostLedger.uploaded` doing
-nothing, the storage host sends the exchange's partitions (about 4 of them) and the exchange's test fails.
+nothing, the storage host sends the exchange's partitions (about 4 of them) and the exchange's test fails; with
+`TaskDecoder._map_together` returning at once, no status shows more than one of a task's inputs under way.
 
 Needs root and the rig's tools (tests/rig); skipped naming what is missing otherwise.
 """
