@@ -512,6 +512,38 @@ class ObjectStorageConnection:
         # in parts: each piece that comes shows the transfer moving (client_core rule 5), however slow the link
         return self.read_in_parts(object_id, _frames_of)
 
+    def map_together(self, object_ids: Sequence[bytes]) -> dict[bytes, list[memoryview]]:
+        """The frames of those of `object_ids` this process can map, asked for all at once (one `getMapped` each,
+        pipelined), read-only as `get_frames` maps them: a host cache that lacks several fetches them side by side,
+        each from the host that holds it, where reads one after another would fetch them in turn. Only where objects
+        are mapped (`maps_objects`); an object answered otherwise (small, missing, a request that failed) is left out,
+        for `get_frames` to read and to raise about."""
+        local = self.local_segments()
+        if local is None or not object_ids:
+            return {}
+        with self._lock:
+            link = self._link
+            now = time.monotonic()
+            tickets = {link.core.request(GetMapped(ObjectID(bytes(object_id))), now=now): bytes(object_id)
+                       for object_id in object_ids}  # fmt: skip
+            mapped: list[bytes] = []
+            outcomes = link.flush()
+            pending = set(tickets)
+            while pending:
+                for outcome in outcomes:
+                    if isinstance(outcome, (Answered, Failed)) and outcome.ticket in pending:
+                        pending.discard(outcome.ticket)
+                        if isinstance(outcome, Answered) and isinstance(outcome.reply.value, MappedSize):
+                            mapped.append(tickets[outcome.ticket])
+                if pending:
+                    outcomes = link.wait(link.core.next_deadline())
+        frames = {}
+        for object_id in mapped:
+            read = local.read(object_id, False)
+            if read is not None:  # else deleted or evicted between the answer and the map: get_frames asks again
+                frames[object_id] = read
+        return frames
+
     def read_in_parts(self, object_id: bytes, consume: Callable[[ObjectInParts], T]) -> T:
         """`consume(source)`: what it makes of the object read over the socket as it comes (a getInParts: a large
         object's pieces come as messages of their own, so `consume` copies each to its place while the next ones

@@ -3,7 +3,7 @@ payload code reaches through `StorageAccess` (an ObjectStorageConnection, or a b
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 T = TypeVar("T")
@@ -36,6 +36,14 @@ class ReadsInParts(Protocol):
         ...
 
     def read_in_parts(self, object_id: bytes, consume: Callable[[Any], T]) -> T: ...
+
+
+@runtime_checkable
+class ReadsTogether(Protocol):
+    """A storage connection that maps several objects asked for at once (an ObjectStorageConnection): a host cache
+    fetches those it lacks side by side (`task_decoder.TaskDecoder._map_together`)."""
+
+    def map_together(self, object_ids: Sequence[bytes]) -> dict[bytes, list[memoryview]]: ...
 
 
 @runtime_checkable

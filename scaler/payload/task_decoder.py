@@ -30,7 +30,7 @@ from scaler.errors import DeserializeObjectError, MissingObjects, ObjectStorageE
 from scaler.payload import references
 from scaler.payload.result_writer import failed_result
 from scaler.payload.serializer import DefaultSerializer, Serializer, deserialize_frames, deserialize_with
-from scaler.payload.storage import StorageAccess
+from scaler.payload.storage import ReadsTogether, StorageAccess
 from scaler.payload.task_encoder import OWNER_TAG_BYTES, owner_tag
 from scaler.protocol import codec
 from scaler.protocol import messages as m
@@ -107,6 +107,9 @@ class ObjectCache:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def __contains__(self, key: tuple[bytes, bytes]) -> bool:
+        return key in self._entries
+
     def drop_idle(self, now: float) -> None:
         """Drop the objects not used for the idle time (the least recently used is first: stop at one that was)."""
         while self._entries:
@@ -170,6 +173,8 @@ class TaskDecoder:
         self._asker: tuple[bytes, int] = (b"", 0)  #: the (client, clear epoch) of the task being decoded
         self._tag = b""  #: that client's owner tag
         self._tag_of = b""  #: the client `_tag` is the tag of (a hash: made again only for another client's task)
+        #: object id -> its frames, mapped for the task being decoded by `_map_together`, taken by its argument's read
+        self._together: dict[bytes, list[memoryview]] = {}
 
     def decode(self, task: m.Task) -> DecodedCall | m.TaskResult:
         """The call `task` stands for, or the TaskResult that ends a task that cannot become one."""
@@ -226,6 +231,7 @@ class TaskDecoder:
             lambda task_id: self._argument(m.Argument(m.ArgumentKind.TASK_RESULT, task_id), inputs, serializer, -1)
         )
         try:
+            self._map_together(body, task, inputs, serializer)
             for position, argument in enumerate(body.args):
                 value = self._argument(argument, inputs, serializer, position)
                 if argument.keyword:
@@ -235,7 +241,38 @@ class TaskDecoder:
         finally:
             references.install_resolver(None)
             references.install_node_resolver(None)
+            self._together.clear()
         return args, kwargs
+
+    def _map_together(
+        self, body: m.TaskBody, task: m.Task, inputs: dict[TaskID, m.TaskInput], serializer: Serializer
+    ) -> None:
+        """Asks for the task's object arguments not cached here all at once (those it names, its graph inputs stored
+        as objects, and the references its client noted inside them, `Task.large_inputs`), where the storage
+        connection maps objects (`ReadsTogether`): a host cache fetches the ones it lacks side by side, each from the
+        host that holds it (a shuffle's reader takes one partition from every maker host), where reads one after
+        another would fetch them in turn, each at the rate of one source. What comes is kept for the arguments'
+        reads below."""
+        wanted: list[bytes] = [bytes(object_id) for object_id in task.large_inputs]
+        for argument in body.args:
+            if argument.copy_on_write:
+                continue  # a private copy is mapped for the task alone
+            if argument.kind is m.ArgumentKind.OBJECT_ID:
+                wanted.append(bytes(argument.data))
+            elif argument.kind is m.ArgumentKind.TASK_RESULT:
+                given = inputs.get(TaskID(argument.data))
+                if given is not None and given.kind is m.PayloadKind.OBJECT_ID:
+                    wanted.append(bytes(given.data))
+        serializer_key = id(serializer).to_bytes(8, "little")
+        wanted = [object_id for object_id in dict.fromkeys(wanted) if (serializer_key, object_id) not in self._objects]
+        if len(wanted) < 2:
+            return
+        storage = self._storage()
+        if isinstance(storage, ReadsTogether):
+            try:
+                self._together.update(storage.map_together(wanted))
+            except ObjectStorageException:
+                pass  # each argument's own read asks again, and says what failed
 
     def _argument(
         self, argument: m.Argument, inputs: dict[TaskID, m.TaskInput], serializer: Serializer, position: int
@@ -306,6 +343,10 @@ class TaskDecoder:
         return frames[0] if len(frames) == 1 else b"".join(frames)
 
     def _fetch_frames(self, object_id: ObjectID, what: str, writable: bool = False) -> list[memoryview]:
+        if not writable:
+            together = self._together.pop(bytes(object_id), None)
+            if together is not None:
+                return together
         try:
             return self._storage().get_frames(object_id, copy_on_write=writable)
         except ObjectStorageException as error:

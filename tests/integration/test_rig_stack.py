@@ -13,11 +13,14 @@ two others, clients on one more, every byte between them crossing 100 Mbit/s lin
   host, from where, how far: the second host fetching from the first), and then both hosts' caches holding the object,
   sent once out of the storage server;
 - placement follows data (item 4): once a host read an object, later readers of it go to that host while one of its
-  slots is idle (the other host receives none of it), and a reader whose holding host is busy runs elsewhere at once.
+  slots is idle (the other host receives none of it), and a reader whose holding host is busy runs elsewhere at once;
+- a task's inputs that its host's cache lacks are fetched side by side, not one after another (the status shows them
+  under way to its host together).
 
 Checked with the mechanisms off: with the core's deadline counted from the request's sending alone (`_deadline`
 without `_heard_at`), the 100 MB get fails with "sent nothing for 3 s" after 3 s; with `HostLedger.uploaded` doing
-nothing, the storage host sends the exchange's partitions (about 4 of them) and the exchange's test fails.
+nothing, the storage host sends the exchange's partitions (about 4 of them) and the exchange's test fails; with
+`TaskDecoder._map_together` returning at once, no status shows more than one of a task's inputs under way.
 
 Needs root and the rig's tools (tests/rig); skipped naming what is missing otherwise.
 """
@@ -212,6 +215,54 @@ reader.close()
 print(json.dumps({"under_way": under_way, "held": held}))
 """
 
+#: Three objects of distinct sizes sent by the client, then one task reading all three: its host's cache lacks them.
+INPUTS_TOGETHER = """
+import json, socket, sys
+import numpy as np
+from scaler import Client
+
+def sums(*arrays):
+    return socket.gethostname(), [float(array.sum()) for array in arrays]
+
+sizes = [int(size) for size in sys.argv[2].split(",")]
+with Client(address=sys.argv[1]) as client:
+    client.submit(len, b"").result()  # a worker's processor up, its storage connection open
+    references = [client.send_object(np.ones(size // 8), name=f"together-{size}") for size in sizes]
+    host, totals = client.submit(sums, *references).result()
+print(json.dumps({"host": host, "right": totals == [float(size // 8) for size in sizes]}))
+"""
+
+#: Reads the status feed on a host until `stop` exists: the most transfers of objects of the given sizes that one status
+#: showed under way to one host at once (JSON).
+WATCH_TOGETHER = """
+import json, os, sys, time
+from scaler.monitor.feed import FeedReader
+from scaler.protocol import messages as m
+from scaler.protocol.feed import STATUS_TOPIC
+
+address, sizes, stop = sys.argv[1], {int(size) for size in sys.argv[2].split(",")}, sys.argv[3]
+reader = FeedReader(address, topics=(STATUS_TOPIC,))
+print("watching", flush=True)
+deadline, most, seen = time.monotonic() + 240, 0, []
+while time.monotonic() < deadline and not os.path.exists(stop):
+    status = reader.receive(0.1)
+    if not isinstance(status, m.StatusSnapshot):
+        continue
+    to_host = {}
+    for each in status.storage.transfers:
+        size = next((size for size in sizes if abs(each.total_bytes - size) < 4096), None)  # a pickle's header more
+        if size is not None:
+            to_host.setdefault(each.to, set()).add(size)
+    if to_host:
+        seen.append({host: sorted(got) for host, got in to_host.items()})
+        most = max(most, *(len(got) for got in to_host.values()))
+reader.close()
+print(json.dumps({"most": most, "seen": seen[:20]}))
+"""
+#: The worker hosts' links while a task's inputs cross in the test of `INPUTS_TOGETHER`: narrow, so that they take
+#: seconds (three objects of 4 MB: 6 s together), several of the scheduler's statuses.
+TOGETHER_RATE_BITS = 16 * MBIT
+
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RigStack]:
@@ -356,3 +407,33 @@ def test_tasks_reading_an_object_go_to_the_host_that_holds_it_unless_it_is_busy(
         f"{first} received {received[first] / MB:.1f} MB, {holder} {received[holder] / MB:.1f} MB; with {busy[0]} "
         f"busy a reader ran on {answer['elsewhere']}"
     )
+
+
+@pytest.mark.timeout(300)
+def test_a_tasks_inputs_are_fetched_side_by_side(stack: RigStack) -> None:
+    """A task reading three objects its host's cache lacks has them fetched at once (`TaskDecoder._map_together`,
+    `ObjectStorageConnection.map_together`): the status shows the three under way to its host together. Checked with
+    the mechanism off (`_map_together` returning at once): each read waits for the one before, and no status shows
+    more than one under way (`most` 1)."""
+    sizes = [4 * MB + 65536 * index for index in range(1, 4)]
+    listed = ",".join(str(size) for size in sizes)
+    rig = stack.rig
+    script, stop = rig.workdir / "watch-together.py", rig.workdir / "watch-together.stop"
+    script.write_text(WATCH_TOGETHER)
+    watcher = stack.storage_host.start(
+        stack.command("python"), str(script), stack.monitor_address, listed, str(stop), name="together-watcher"
+    )
+    try:
+        watcher.wait_for_log("watching")
+        for host in WORKERS:
+            rig.shape(host, TOGETHER_RATE_BITS)
+        answer = stack.run_script("client", INPUTS_TOGETHER, listed)
+    finally:
+        for host in WORKERS:
+            rig.shape(host, 100 * MBIT)
+        stop.touch()
+    watcher.popen.wait(60)
+    seen = json.loads(watcher.log_text().strip().splitlines()[-1])
+    assert answer["right"], answer
+    assert seen["most"] == len(sizes), f"the inputs were not fetched together to {answer['host']}: {seen}"
+    print(f"a task's 3 inputs of 4 MB: under way to {answer['host']} together ({seen['seen'][:3]})")
