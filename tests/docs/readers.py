@@ -16,7 +16,7 @@ process of a page compiled again every module it imported (a process importing s
 7.2 s of CPU from source, 3.1 s from the cache).
 
 The pages' `pip install` commands (and the reader's own install of the wheels) find what they install in the run's
-wheelhouse (`make_wheelhouse`: every requirement the pages install, downloaded once per run by the test
+wheelhouse (`make_wheelhouse`: a wheel of every requirement the pages install, made once per run by the test
 environment's pip, which resolves them against the index), with no index (`install_environment`): each install is the
 page's command as written, run by the flavour's pip, which resolves the requirements and installs them, but it does
 not read the index's pages. Reading them was most of an install's CPU: `pip install "scaler-compute[fake-cloud]"`
@@ -130,12 +130,13 @@ def install_requirements(commands: Iterable[str]) -> list[str]:
 
 
 def make_wheelhouse(folder: Path, wheels: Path, requirements: list[str]) -> Path:
-    """A folder with this tree's wheels and every distribution that `requirements` need, for this Python and
-    platform: downloaded by the test environment's pip (one resolve, against the machine's index; the files come from
-    pip's cache when an earlier run fetched them)."""
+    """A folder with this tree's wheels and a wheel of every distribution that `requirements` need, for this Python
+    and platform: by the test environment's pip (one resolve, against the machine's index; the files come from pip's
+    cache when an earlier run fetched them). Wheels, not what the index offers: an install from a source
+    distribution with no index could not get the tools that build it."""
     folder.mkdir(parents=True, exist_ok=True)
     local = sorted(str(wheel) for wheel in wheels.glob("*.whl"))
-    _run([sys.executable, "-m", "pip", "download", "--quiet", "--dest", str(folder), *local, *requirements], 900,
+    _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(folder), *local, *requirements], 900,
          {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})  # fmt: skip
     return folder
 
