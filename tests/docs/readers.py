@@ -14,13 +14,25 @@ the first time it imports it. It caches what it compiled, as on a reader's machi
 PYTHONDONTWRITEBYTECODE (the machine this suite is developed on sets it) is not the reader's, and with it every
 process of a page compiled again every module it imported (a process importing scikit-learn's SVC and dask.array:
 7.2 s of CPU from source, 3.1 s from the cache).
+
+The pages' `pip install` commands (and the reader's own install of the wheels) find what they install in the run's
+wheelhouse (`make_wheelhouse`: a wheel of every requirement the pages install, made once per run by the test
+environment's pip, which resolves them against the index), with no index (`install_environment`): each install is the
+page's command as written, run by the flavour's pip, which resolves the requirements and installs them, but it does
+not read the index's pages. Reading them was most of an install's CPU: `pip install "scaler-compute[fake-cloud]"`
+under pip 23.2.1 took 5.9 CPU-s from the index and 1.9 s from the wheelhouse (the index's pages of boto3 and
+botocore list thousands of files, each one parsed and compared), and the wheelhouse of every page's requirements took
+2.8 s. Only those commands: whatever else the page runs (a cloud manager asking the reader's pip whether the index has
+the units' requirements) sees the index as the reader's does.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +61,12 @@ class Reader:
     venv: Path
     pip_version: str
     wheels: Path  #: the folder with this tree's wheels
+    wheelhouse: Path | None = None  #: where the page's installs find what they install (`make_wheelhouse`)
+
+    @property
+    def install_environment(self) -> dict[str, str]:
+        """What a page's `pip install` runs with, beside the reader's environment: the wheelhouse and no index."""
+        return {} if self.wheelhouse is None else installs_from(self.wheelhouse)
 
     @property
     def python(self) -> Path:
@@ -75,15 +93,52 @@ class Reader:
         return environment
 
 
-def make_reader(flavour: str, root: Path, wheels: Path) -> Reader:
+def make_reader(flavour: str, root: Path, wheels: Path, wheelhouse: Path | None = None) -> Reader:
     """A virtual environment of the flavour with `scaler-compute` installed from the wheel folder, as the README
     says to install it."""
     venv = root / "venv"
     python = str(bare_environment(flavour, venv))
-    reader = Reader(flavour, venv, "", wheels)
-    environment = reader.page_environment(root / "home")
+    reader = Reader(flavour, venv, "", wheels, wheelhouse)
+    environment = {**reader.page_environment(root / "home"), **reader.install_environment}
     _run(["bash", "-c", INSTALL], 900, environment, cwd=root / "home")
-    return Reader(flavour, venv, pip_version(python), wheels)
+    return Reader(flavour, venv, pip_version(python), wheels, wheelhouse)
+
+
+def installs_from(wheelhouse: Path) -> dict[str, str]:
+    """pip's settings, through its environment, to install from the wheelhouse alone (over the machine's own
+    `find-links`, and its index and extra indexes, which `PIP_NO_INDEX` turns off)."""
+    return {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheelhouse)}
+
+
+def install_requirements(commands: Iterable[str]) -> list[str]:
+    """What the `pip install` commands among `commands` ask for, in order and once each: their arguments less the
+    options and the README's wheels (`~/scaler-wheels/...`, which the wheelhouse gets as files)."""
+    found: list[str] = []
+    for command in commands:
+        try:
+            words = shlex.split(command, comments=True)
+        except ValueError:
+            words = command.split()
+        for at in range(len(words) - 1):
+            if Path(words[at]).name in ("pip", "pip3") and words[at + 1] == "install":
+                for word in words[at + 2 :]:
+                    if word in ("&&", "||", ";", "|"):
+                        break
+                    if not word.startswith("-") and not word.startswith(f"~/{WHEEL_FOLDER}/") and word not in found:
+                        found.append(word)
+    return found
+
+
+def make_wheelhouse(folder: Path, wheels: Path, requirements: list[str]) -> Path:
+    """A folder with this tree's wheels and a wheel of every distribution that `requirements` need, for this Python
+    and platform: by the test environment's pip (one resolve, against the machine's index; the files come from pip's
+    cache when an earlier run fetched them). Wheels, not what the index offers: an install from a source
+    distribution with no index could not get the tools that build it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    local = sorted(str(wheel) for wheel in wheels.glob("*.whl"))
+    _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(folder), *local, *requirements], 900,
+         {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})  # fmt: skip
+    return folder
 
 
 def bare_environment(flavour: str, venv: Path) -> Path:

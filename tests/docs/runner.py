@@ -93,6 +93,9 @@ class PageRun:
     python: Path  #: the reader's `python` (the virtual environment's)
     #: what every command of the page runs behind: entering the page's own network (tests/docs/own_network.py)
     prefix: tuple[str, ...] = ()
+    #: what the page's `pip install` commands run with, beside its environment, and only they (where they find what
+    #: they install: tests/docs/readers.py's `installs_from`); not passed on to the next steps
+    install_environment: dict[str, str] = field(default_factory=dict)
     cwd: Path = field(init=False)
     background: list[Background] = field(default_factory=list)
     _logs: int = 0
@@ -150,7 +153,7 @@ class PageRun:
             raise StepFailed(f"`{command} &`: the tier does not know when it is ready (tests/docs/programs.py)")
         elif PIP_INSTALL.search(command):
             with self._environment_locked():
-                self._foreground(command, step)
+                self._foreground(command, step, self.install_environment)
         else:
             self._foreground(command, step)
 
@@ -165,15 +168,22 @@ class PageRun:
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def _foreground(self, command: str, step: Step) -> None:
+    def _foreground(self, command: str, step: Step, only_here: dict[str, str] | None = None) -> None:
+        """Runs `command` in the page's shell; `only_here`: variables it runs with that the next steps do not get."""
         dump = self.folder / ".doc-test-environment"
         where = self.folder / ".doc-test-cwd"
         argv = ["bash", "-c", f"set -a\n{command}{_ENVIRONMENT_DUMP}", "bash", str(dump), str(where)]
-        code, output = self._call(argv, step.timeout_seconds, f"`{command}`")
+        before = self.environment
+        code, output = self._call(argv, step.timeout_seconds, f"`{command}`", {**before, **(only_here or {})})
         if code != 0:
             raise StepFailed(f"`{command}` exited with {code}:\n{output[-OUTPUT_TAIL:]}")
         pairs = (item.partition("=") for item in dump.read_text().split("\0") if item)
         self.environment = {name: value for name, _, value in pairs if name not in _SHELL_OWN}
+        for name in only_here or {}:
+            if name in before:
+                self.environment[name] = before[name]
+            else:
+                self.environment.pop(name, None)
         self.cwd = Path(where.read_text().strip())
 
     def _python(self, step: Step) -> None:
@@ -187,9 +197,12 @@ class PageRun:
             if expected not in lines:
                 raise StepFailed(f"the page says it prints {expected!r}; it printed:\n{output[-OUTPUT_TAIL:]}")
 
-    def _call(self, argv: list[str], timeout_seconds: float, what: str) -> tuple[int, str]:
+    def _call(
+        self, argv: list[str], timeout_seconds: float, what: str, environment: dict[str, str] | None = None
+    ) -> tuple[int, str]:
         process = subprocess.Popen(
-            [*self.prefix, *argv], cwd=self.cwd, env=self.environment, stdin=subprocess.DEVNULL,
+            [*self.prefix, *argv], cwd=self.cwd, env=self.environment if environment is None else environment,
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         try:

@@ -35,29 +35,18 @@ import pytest
 
 from scaler.io.address import LOWEST_FREE_PORT
 from tests.docs import own_network
+from tests.docs.pages import PAGES, steps_of
 from tests.docs.programs import long_running
 from tests.docs.readers import FLAVOURS, Reader
 from tests.docs.report import cpu_seconds, record
 from tests.docs.runner import PIP_INSTALL, PageRun, StepResult
-from tests.docs.steps import Kind, Step, page_steps
+from tests.docs.steps import Kind, Step
 from tests.integration.fresh_install import ROOT, locked
-
-#: In the reader's order: the README, then the guide as its index lists it.
-PAGES = ["README.md", *(f"docs/guide/{name}" for name in (
-    "quick_start.md", "browser.md", "client_api.md", "clusters.md", "code_on_workers.md", "scaling_and_cloud.md",
-    "bursting.md", "slurm.md", "kubernetes.md", "monitoring_and_security.md", "failures.md", "troubleshooting.md",
-    "performance_tips.md", "migrating.md", "sharing.md", "security.md", "actors_and_streams.md", "scale.md",
-    "README.md",
-))]  # fmt: skip
 
 
 def test_every_page_of_the_guide_is_in_the_tier() -> None:
     guide = {f"docs/guide/{page.name}" for page in (ROOT / "docs" / "guide").glob("*.md")}
     assert guide <= set(PAGES), f"not in the documentation tier: {sorted(guide - set(PAGES))}"
-
-
-def steps_of(page: str) -> list[Step]:
-    return page_steps(page, (ROOT / page).read_text())
 
 
 def pip_at_work(page: str) -> bool:
@@ -258,7 +247,7 @@ def test_a_page_runs_as_written(
     keep_going = os.environ.get("DOC_TEST_KEEP_GOING") == "1"
     results: list[StepResult] = []
     with network_of(page, steps) as prefix:
-        run = PageRun(page, folder, reader.page_environment(home), reader.python, prefix)
+        run = PageRun(page, folder, reader.page_environment(home), reader.python, prefix, reader.install_environment)
         wall, cpu = time.monotonic(), cpu_seconds()
         try:
             for step in steps:

@@ -8,6 +8,10 @@ nothing else: with the bundled one, what `python -m venv` puts in it (ensurepip'
 test fails if they are not all there, or if the current pip's environment is seeded in their place); with the current
 one, the same with its pip upgraded (the fourth fails if the upgrade is dropped, or if uv's seeding of a current
 pip, which adds wheel and packaging, makes it).
+
+The pages' installs find what they install in the run's wheelhouse, with no index, and only they: a probe that no
+index has installs from the wheelhouse (it fails with `install_environment` empty), and the step after the install
+has neither of its variables (it fails when `_foreground` passes them on).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import base64
 import ensurepip
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -24,7 +29,9 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from tests.docs.readers import Reader, bare_environment
+from tests.docs.readers import Reader, bare_environment, install_requirements, installs_from
+from tests.docs.runner import PageRun
+from tests.docs.steps import page_steps
 
 _MODULE = "def answer():\n    return 42\n"
 
@@ -77,6 +84,40 @@ def test_the_current_readers_pip_is_newer_than_the_bundled_one(tmp_path: Path) -
     bundled = _distributions(bare_environment("bundled", tmp_path / "bundled"))
     del bundled["pip"]
     assert installed == bundled, "the current pip's environment differs from the bundled one by more than its pip"
+
+
+def test_the_wheelhouse_has_what_the_pages_install() -> None:
+    commands = [
+        "pip install --quiet ~/scaler-wheels/scaler_compute-*.whl ~/scaler-wheels/scaler_rehearsal-*.whl",
+        'pip install "scaler-compute[fake-cloud]"   # the local fake cloud',
+        "pip install opengris-parfun pargraph && echo done",
+        "scaler --example local > local.toml",
+        'pip install "scaler-compute[fake-cloud]"',
+    ]
+    assert install_requirements(commands) == ["scaler-compute[fake-cloud]", "opengris-parfun", "pargraph"]
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+def test_a_pages_install_reads_the_wheelhouse_and_only_it(tmp_path: Path) -> None:
+    wheelhouse = tmp_path / "wheelhouse"
+    wheelhouse.mkdir()
+    _small_wheel(wheelhouse)
+    folder = tmp_path / "page"
+    folder.mkdir()
+    path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+    environment = {**os.environ, "PATH": path, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    environment.pop("PIP_NO_INDEX", None)
+    run = PageRun("page.md", folder, environment, Path(sys.executable), install_environment=installs_from(wheelhouse))
+    page = (
+        "```bash\npip install --quiet --target probe doc_reader_probe\n```\n\n"
+        "```python\nimport os\nprint(os.environ.get('PIP_NO_INDEX'), os.environ.get('PIP_FIND_LINKS') == "
+        f"{str(wheelhouse)!r})  # None False\n```\n"
+    )
+    results = [run.run(step) for step in page_steps("page.md", page)]
+    assert [result.outcome for result in results] == ["ran", "ran"], [result.detail for result in results]
+    assert (folder / "probe" / "doc_reader_probe.py").read_text() == _MODULE
+    assert run.finish() == []
 
 
 def _distributions(python: Path) -> dict[str, str]:
