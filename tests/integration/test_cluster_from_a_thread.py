@@ -80,3 +80,27 @@ ray.shutdown()
 def test_ray_init_in_a_thread_that_ended_keeps_its_cluster() -> None:
     done = run_script(RAY_INIT_IN_A_THREAD, timeout_seconds=COLD_START_SECONDS)
     assert done.returncode == 0 and "result 42" in done.stdout, done.stdout + done.stderr
+
+
+FRESH_HOST_IMPORTS = """
+import os, threading, time
+threading.Thread(target=time.sleep, args=(600,), daemon=True).start()  # two OS threads: the host is a fresh interpreter
+from scaler import SchedulerClusterCombo
+from tests.integration.conftest import wait_for_workers
+
+os.environ["PYTHONPROFILEIMPORTTIME"] = "1"  # read at start-up: the host and what it forks say what they import
+with SchedulerClusterCombo(n_workers=2) as cluster:
+    wait_for_workers(cluster.monitor_address, 2)
+"""
+
+
+def test_a_fresh_host_imports_what_its_workers_run_once_before_it_forks_them() -> None:
+    """A cluster started from a process with threads has its host start as a fresh interpreter: the worker agent's
+    and processor's modules are imported there, once, not by each worker after the fork (about 0.04 s of CPU a
+    worker). Python's import-time log of the host and its children lists each module once per process that imported
+    it. Checked to fail with the host's `import_runtime()` removed: both modules are listed twice (one per worker)."""
+    done = run_script(FRESH_HOST_IMPORTS, timeout_seconds=COLD_START_SECONDS)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    imported = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
+    assert imported.count("scaler.worker.agent.shell") == 1, imported
+    assert imported.count("scaler.worker.processor.process") == 1, imported
