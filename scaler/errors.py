@@ -85,12 +85,6 @@ class ObjectStorageException(ScalerError):
     """The object storage server could not carry out a request."""
 
 
-class PieceMismatch(ObjectStorageException):
-    """A piece of an object read from another host (a host cache, or a holder a client reads a result from) does not
-    match the digest its storage server named for it, or fewer pieces came than named: the read falls back to the
-    storage server, and the bytes never make a value."""
-
-
 class ObjectStorageFullError(ObjectStorageException):
     """The object storage server refused a put: it can hold nothing more (its memory budget is reached and its
     spill directory is full or absent). The message names the limit; what it stores is still served."""

@@ -28,9 +28,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from scaler.errors import MissingObjects, ObjectStorageException, PieceMismatch
+from scaler.errors import MissingObjects, ObjectStorageException
 from scaler.io.sockets import TransportSecurity
-from scaler.object_storage.client_core import SourcesUnknown
+from scaler.object_storage.client_core import PieceMismatch, SourcesUnknown
 from scaler.protocol.ids import ObjectID
 from scaler.protocol.storage_messages import DIGEST_BYTES, ObjectSource, SourceRequest, piece_lengths
 from scaler.security.curve import CurveSecurity

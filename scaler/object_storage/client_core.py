@@ -131,6 +131,12 @@ class TurnsUnknown(ObjectStorageException):
     `badRequest` (it carried no payload)."""
 
 
+class PieceMismatch(ObjectStorageException):
+    """A piece of an object read from another host (a host cache, or the holder a client reads a result from) does
+    not match the digest its storage server named for it, or fewer pieces came than named: the read falls back to the
+    storage server, and the bytes never make a value."""
+
+
 # ---------------------------------------------------------------- outcomes
 
 

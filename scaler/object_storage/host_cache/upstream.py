@@ -39,10 +39,9 @@ from scaler.errors import (
     MissingObjects,
     ObjectStorageException,
     ObjectStorageFullError,
-    PieceMismatch,
 )
 from scaler.io.sockets import TransportSecurity
-from scaler.object_storage.client_core import HeldObjectGone, HoldsUnknown, TurnsUnknown, WantsUnknown
+from scaler.object_storage.client_core import HeldObjectGone, HoldsUnknown, PieceMismatch, TurnsUnknown, WantsUnknown
 from scaler.object_storage.connection import ObjectInParts, ObjectStorageConnection
 from scaler.object_storage.host_cache.cache_rules import Check, Fetch
 from scaler.object_storage.host_cache.upload_yield import Step, UploadYield
