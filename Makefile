@@ -70,13 +70,14 @@ browser-tools: $(STAMP)
 			|| echo "browser-tools: could not install scaler for Python $(BROWSER_PYTHON): the browser page test will skip"; \
 	fi
 
-# Five test processes on a 2-core machine: most tests wait on real processes, sockets, timeouts and fake-cloud boots
-# (with two, the load average of a whole run stayed near 1; three took 19 minutes; with four, a quiet run kept the
-# cores 68% busy: 1,075 CPU-s in 795 s), so more processes keep the cores busy; the longest tests start first (tests/ordering.py) and each process takes the next test when it frees up
+# Six test processes on a 2-core machine: most tests wait on real processes, sockets, timeouts and fake-cloud boots
+# (with two, the load average of a whole run stayed near 1; three took 19 minutes; quiet runs with four and five
+# kept the cores 68% and 78% busy: 1,075 CPU-s in 795 s, 1,126 in 725 s), so more processes keep the cores busy; the
+# longest tests start first (tests/ordering.py) and each process takes the next test when it frees up
 # (`--dist loadgroup`: one test at a time, except that a module marked xdist_group, whose module fixtures are costly,
 # runs whole in one process; xdist's default hands out blocks of consecutive tests, the longest all to one process).
 # TEST_PROCESSES=0 runs the suite in this process. The 25 slowest tests are listed at the end (where the time goes).
-TEST_PROCESSES ?= 5
+TEST_PROCESSES ?= 6
 # The container engine of the one test that runs ECS tasks as containers of the worker image (root and apt-get
 # only, otherwise that test skips): docker/test-engine.sh starts Debian's dockerd with no bridge and no iptables
 # rules before the suite, and stops it after (only if it started it).
