@@ -10,6 +10,7 @@ asking first). Elsewhere, and for what is not in a segment file, bytes cross the
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import math
 import threading
@@ -20,7 +21,7 @@ from typing import Any, Generic, TypeVar
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
-from scaler.errors import ObjectStorageException
+from scaler.errors import MissingObjects, ObjectStorageException
 from scaler.io.sockets import SocketFactory, Sockets, TransportSecurity
 from scaler.object_storage.client_core import (
     CONNECT_TIMEOUT_SECONDS,
@@ -513,35 +514,44 @@ class ObjectStorageConnection:
         return self.read_in_parts(object_id, _frames_of)
 
     def map_together(self, object_ids: Sequence[bytes]) -> dict[bytes, list[memoryview]]:
-        """The frames of those of `object_ids` this process can map, asked for all at once (one `getMapped` each,
-        pipelined), read-only as `get_frames` maps them: a host cache that lacks several fetches them side by side,
+        """The frames of `object_ids`, those not mapped at once by name asked for all at once (one `getMapped` each,
+        pipelined), read-only as `get_frames` gives them: a host cache that lacks several fetches them side by side,
         each from the host that holds it, where reads one after another would fetch them in turn. Only where objects
-        are mapped (`maps_objects`); an object answered otherwise (small, missing, a request that failed) is left out,
-        for `get_frames` to read and to raise about."""
+        are mapped (`maps_objects`); an object not given here (missing, a request that failed, deleted before its
+        map) is left out, for `get_frames` to read and to raise about."""
         local = self.local_segments()
         if local is None or not object_ids:
             return {}
+        frames: dict[bytes, list[memoryview]] = {}
+        asked: list[bytes] = []
+        for object_id in map(bytes, object_ids):
+            by_name = local.read(object_id, False) if self._reads_by_name else None  # as `get_frames` maps it
+            if by_name is None:
+                asked.append(object_id)
+            else:
+                frames[object_id] = by_name
+        answers: list[tuple[bytes, Answered]] = []
         with self._lock:
             link = self._link
             now = time.monotonic()
-            tickets = {link.core.request(GetMapped(ObjectID(bytes(object_id))), now=now): bytes(object_id)
-                       for object_id in object_ids}  # fmt: skip
-            mapped: list[bytes] = []
+            tickets = {link.core.request(GetMapped(ObjectID(object_id)), now=now): object_id for object_id in asked}
             outcomes = link.flush()
-            pending = set(tickets)
-            while pending:
+            while tickets:
                 for outcome in outcomes:
-                    if isinstance(outcome, (Answered, Failed)) and outcome.ticket in pending:
-                        pending.discard(outcome.ticket)
-                        if isinstance(outcome, Answered) and isinstance(outcome.reply.value, MappedSize):
-                            mapped.append(tickets[outcome.ticket])
-                if pending:
+                    if isinstance(outcome, (Answered, Failed)) and outcome.ticket in tickets:
+                        object_id = tickets.pop(outcome.ticket)
+                        if isinstance(outcome, Answered):
+                            answers.append((object_id, outcome))
+                if tickets:
                     outcomes = link.wait(link.core.next_deadline())
-        frames = {}
-        for object_id in mapped:
-            read = local.read(object_id, False)
-            if read is not None:  # else deleted or evicted between the answer and the map: get_frames asks again
-                frames[object_id] = read
+        for object_id, answer in answers:
+            if isinstance(answer.reply.value, MappedSize):
+                read = local.read(object_id, False)
+                if read is not None:  # else deleted or evicted between the answer and the map: get_frames asks again
+                    frames[object_id] = read
+                continue
+            with contextlib.suppress(ObjectStorageException, MissingObjects):  # get_frames' own read says why
+                frames[object_id] = self._received(answer, False)  # answered with its bytes: not asked for again
         return frames
 
     def read_in_parts(self, object_id: bytes, consume: Callable[[ObjectInParts], T]) -> T:
