@@ -4,13 +4,18 @@ something does, asking the storage server now and then whether a reader waits fo
 deleted (then it is skipped), and never longer than the bound; the measure sees the bytes a connection served on the
 cache's port has not sent yet.
 
+A fresh held result settles before its upload goes (Y7): it waits though nothing waits to leave yet, until reads
+begin (then it waits for them) or the settle ends, and goes at once when a reader waits for it at the storage server.
+
 Checked with the mechanism off (`UploadYield.step` returning GO at once): the waiting, asking and skipping tests fail;
+with `settled` always true, the settling test fails;
 with `queued_to_peers` returning 0, the measure's test fails."""
 
 from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -18,6 +23,7 @@ from scaler.object_storage.host_cache.upload_yield import (
     ASK_SECONDS,
     MAX_YIELD_SECONDS,
     POLL_SECONDS,
+    SETTLE_SECONDS,
     Step,
     UploadYield,
 )
@@ -109,3 +115,32 @@ def test_the_measure_sees_what_a_connection_served_on_the_port_has_not_sent_yet(
         served.close()
         reader.close()
         listener.close()
+
+
+def settle_then_go(plan: UploadYield, queued_at: Callable[[float], int]) -> float:
+    """Step the plan until it goes, answering its asks 'not wanted' and sleeping its waits: when it went."""
+    while (step := plan.step(queued_at(plan.waited)))[0] is not Step.GO:
+        assert step[0] is not Step.SKIP
+        if step[0] is Step.ASK:
+            plan.answered(False)
+        else:
+            assert 0 < step[1] <= POLL_SECONDS
+            plan.slept(step[1])
+    return plan.waited
+
+
+def test_a_fresh_held_result_settles_before_its_upload_goes_then_yields_to_reads_begun_meanwhile() -> None:
+    # nothing waits to leave, yet it waits (Y7), asking now and then
+    assert settle_then_go(UploadYield(held=True, settle=SETTLE_SECONDS), lambda _: 0) == pytest.approx(SETTLE_SECONDS)
+    # reads begin while it settles and go on past it: it waits for them (Y1)
+    went = settle_then_go(UploadYield(held=True, settle=SETTLE_SECONDS), lambda at: int(0.5 <= at < 2.0))
+    assert went == pytest.approx(2.0)
+    # not held (its put waits for it): no settle
+    assert settle_then_go(UploadYield(held=False, settle=0.0), lambda _: 0) == 0.0
+
+
+def test_a_settling_upload_a_reader_waits_for_at_the_storage_server_goes_at_once() -> None:
+    plan = UploadYield(held=True, settle=SETTLE_SECONDS)
+    assert plan.step(0)[0] is Step.ASK
+    plan.answered(True)
+    assert plan.step(0) == (Step.GO, 0.0)

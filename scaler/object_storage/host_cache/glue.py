@@ -9,6 +9,7 @@ import concurrent.futures
 import itertools
 import logging
 import socket
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -197,7 +198,7 @@ class CacheGlue:
             except (SegmentFileError, OSError) as error:
                 return f"object {work.object_id.hex()} could not be read to be stored upstream: {error}"
         held = isinstance(work, UploadWork) and work.held
-        return UploadJob(work.object_id, work.generation, stored.owner_id, stored.name, frames, held)
+        return UploadJob(work.object_id, work.generation, stored.owner_id, stored.name, frames, held, time.monotonic())
 
     def _on_loop(self, call: Callable[[], T]) -> T:
         """Run a report on the event loop's thread (called from an upstream thread) and wait for its result."""

@@ -19,6 +19,12 @@ Y5 An upload the storage server recorded as held asks it what is wanted of the o
    before anything else (a graph's partitions are deleted once its last reader ended, often before their uploads
    came: those are not sent), then every ASK_SECONDS while it waits; one the server does not answer asks no more.
 Y6 Otherwise it waits POLL_SECONDS (less when the bound is nearer) and looks again.
+Y7 A fresh result settles first: a held upload (one the storage server recorded as held, whose put does not wait for
+   it) does not go by Y1 before `settle` seconds (SETTLE_SECONDS from its put, less what it waited in the queue of
+   this host's uploads): a result's readers on other hosts come once their tasks start, and in a graph those start
+   only when their last input is made, a moment after the first; an upload begun before their reads holds the link
+   half theirs until it ends (a put is one message), where waiting lets the reads go first (and the result is often
+   deleted once they end, so never uploaded). Y2 and Y3 apply meanwhile, and Y4 counts it.
 
 Reads may begin while an upload waits at the storage server for its turn (upload_admission.py), so the rules are
 applied before it asks for its turn and again once it is granted, the bound counting both waits.
@@ -35,6 +41,9 @@ POLL_SECONDS = 0.05
 ASK_SECONDS = 0.5
 #: The longest an upload waits for other hosts' reads (Y4): a few 10 MB partitions at 100 Mbit/s.
 MAX_YIELD_SECONDS = 5.0
+#: How long a fresh held result waits for its readers before its upload may go (Y7): the time a graph's next tasks
+#: take to be placed and to begin their reads once their inputs are made, with room for a wave of makers.
+SETTLE_SECONDS = 1.0
 
 
 class Step(enum.Enum):
@@ -46,9 +55,11 @@ class Step(enum.Enum):
 
 @dataclass(slots=True)
 class UploadYield:
-    """One upload's yield. `held`: the storage server recorded that this cache holds the object (so it may be asked)."""
+    """One upload's yield. `held`: the storage server recorded that this cache holds the object (so it may be asked);
+    `settle`: the seconds it waits for other hosts' reads to begin before Y1 lets it go (Y7)."""
 
     held: bool
+    settle: float = 0.0
     waited: float = 0.0  #: seconds waited so far
     asked_at: float | None = None  #: `waited` when it last asked (None: never)
     wanted: bool = False  #: the last answer: a reader waits for it at the storage server
@@ -62,12 +73,14 @@ class UploadYield:
         if self.held and self.asked_at is None:
             self.asked_at = self.waited
             return Step.ASK, 0.0
-        if queued_to_peers <= 0 or self.wanted or self.waited >= MAX_YIELD_SECONDS:
+        settled = self.waited >= self.settle
+        if (queued_to_peers <= 0 and settled) or self.wanted or self.waited >= MAX_YIELD_SECONDS:
             return Step.GO, 0.0
         if self.held and self.asked_at is not None and self.waited - self.asked_at >= ASK_SECONDS:
             self.asked_at = self.waited
             return Step.ASK, 0.0
-        return Step.WAIT, min(POLL_SECONDS, MAX_YIELD_SECONDS - self.waited)
+        until = MAX_YIELD_SECONDS if settled else min(self.settle, MAX_YIELD_SECONDS)
+        return Step.WAIT, min(POLL_SECONDS, until - self.waited)
 
     def granted(self) -> None:
         """Its turn was granted: the rules apply again, and it is uploaded even if deleted meanwhile (Y3)."""

@@ -44,7 +44,7 @@ from scaler.io.sockets import TransportSecurity
 from scaler.object_storage.client_core import HeldObjectGone, HoldsUnknown, PieceMismatch, TurnsUnknown, WantsUnknown
 from scaler.object_storage.connection import ObjectInParts, ObjectStorageConnection
 from scaler.object_storage.host_cache.cache_rules import Check, Fetch
-from scaler.object_storage.host_cache.upload_yield import Step, UploadYield
+from scaler.object_storage.host_cache.upload_yield import SETTLE_SECONDS, Step, UploadYield
 from scaler.object_storage.segment_files import PUT_SUFFIX, layout, remove_file
 from scaler.object_storage.spill_files import file_stem
 from scaler.object_storage.store import SEGMENT_FROM_BYTES
@@ -88,6 +88,7 @@ class UploadJob:
     name: str
     frames: Sequence[Any]
     held: bool = False  #: the upstream recorded that this cache holds it (upload_yield.py asks what is wanted of it)
+    made_at: float = 0.0  #: when it was asked for (time.monotonic(): a held upload settles from then, upload_yield Y7)
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +217,9 @@ class Upstream:
             self._fetch(connection, peers, job.object_id)
         elif isinstance(job, UploadJob):
             if upload_bytes(job) >= LARGE_UPLOAD_BYTES:
-                plan = UploadYield(job.held and self._wants)
+                held = job.held and self._wants
+                settle = max(0.0, SETTLE_SECONDS - (time.monotonic() - job.made_at)) if held else 0.0
+                plan = UploadYield(held, settle)
                 if not self._yield_to_peers(connection, job, plan):
                     reason = f"object {job.object_id.hex()} was deleted or replaced before its upload began"
                     logger.info("host cache: %s: not uploaded", reason)
