@@ -12,17 +12,20 @@ Rules:
 - Bounded: at most MAX_OBJECTS objects, the least recently placed forgotten first, each held by at most MAX_HOSTS
   hosts (the most recent); a host's entries go when its last worker leaves. A stored result's size is kept with it
   (a client's object's is not known here: counted as 0 bytes, so never waited for).
-- The choice (`nearer`): the hosts that hold the most of the task's inputs (counted per input) are its best hosts.
-  When the worker dispatch offered is on the one best host, it keeps the task. When several tie (a shuffle's reducer,
-  whose inputs are one on each host), the best host whose workers hold the fewest tasks placed by their inputs
-  (`WorkerRecord.readers`), then with the most idle slots, takes it (the offered worker's host when it ranks as well;
-  else the most recent holder of the first inputs first), so that readers whose inputs are spread alike spread over
-  the hosts instead of filling the first free one's slots: each host's link then carries one reader's fetches, not
-  two. A worker of that host with an idle slot and a link with room takes it (at most
-  MAX_SCANNED workers looked at in all). If no best host has an idle slot, `nearer` says so (`Busy`, naming them) and
+- The choice (`nearer`): a host's cost for a task is the time its link takes to bring in what the task's inputs it
+  lacks weigh (their known sizes at `link_bytes_per_second`) after what it still brings in for the readers already
+  placed there (its backlog: each placement adds what that reader lacked, `reading`; it drains with time), then the
+  count of inputs it lacks. The offered worker keeps the task unless another host costs less; then the cheapest such
+  host with a worker that has an idle slot and a link with room takes it (ties: fewer readers, `WorkerRecord.readers`,
+  then more idle slots, then the most recent holder of the first inputs first; at most MAX_SCANNED workers looked at
+  in all). So readers whose inputs are spread alike (a shuffle's reducers) spread over the hosts instead of filling
+  the first free one's slots, and a host holding two of a reader's four inputs whose link still brings in another
+  reader's three does not take a second: each host's link carries one reader's fetches, not two. If no cheaper host
+  has an idle slot, those that hold more of the inputs than the offered worker's host are `Busy` (named), and
   data_waits.py weighs waiting for one of them against fetching the inputs where the offered worker is.
-- One owner: the lifecycle (task_lifecycle.py) calls `placed` when it dispatches a task with inputs and `nearer` in its
-  dispatch; the routing tells it of workers joining and leaving (`joined`, `left`).
+- One owner: the lifecycle (task_lifecycle.py) calls `reading` and `placed` when it dispatches a task with inputs and
+  `nearer` in its dispatch, and sets the link rate from the scheduler's settings; the routing tells it of workers
+  joining and leaving (`joined`, `left`).
 """
 
 from __future__ import annotations
@@ -69,6 +72,10 @@ class ObjectHosts:
         #: holding host was busy (the status feed shows both)
         self.near_data = 0
         self.away_from_data = 0
+        #: each host's link's rate for the fetches it is sent (the scheduler's placement_link_mbit, set by its owner)
+        self.link_bytes_per_second = 12.5e6
+        #: when each host's link ends fetching what the readers placed there lacked (a backlog, `reading`)
+        self._inbound: dict[str, float] = {}
 
     def __len__(self) -> int:
         return len(self._holders)
@@ -105,6 +112,7 @@ class ObjectHosts:
         if workers:
             return
         del self._workers[host]
+        self._inbound.pop(host, None)
         for object_id, hosts in list(self._holders.items()):
             if host in hosts:
                 hosts.remove(host)
@@ -137,13 +145,20 @@ class ObjectHosts:
         if size:
             self._sizes[object_id] = size
 
+    def reading(self, inputs: tuple[ObjectID, ...], host: str, now: float) -> None:
+        """A task naming `inputs` is sent to a worker of `host`: the inputs of known size it lacks join its link's
+        backlog (call before `placed`, which records them held there)."""
+        lacked = sum(self._sizes.get(object_id, 0) for object_id in inputs if not self.holds(host, object_id))
+        if lacked:
+            self._inbound[host] = max(now, self._inbound.get(host, now)) + lacked / self.link_bytes_per_second
+
     def nearer(
-        self, inputs: tuple[ObjectID, ...], offered: WorkerRecord, requirement: Capabilities
+        self, inputs: tuple[ObjectID, ...], offered: WorkerRecord, requirement: Capabilities, now: float
     ) -> tuple[WorkerRecord, ProcessorLink] | Busy | None:
         """A worker that can run a task of `requirement` naming `inputs`, with an idle slot and a link with room, on a
-        host that holds the most of them, when `offered` (the worker dispatch found) is not the best placed (module
-        docstring, "The choice"); None: `offered` keeps it; Busy: no host holding more of them than `offered`'s has
-        an idle slot (the caller counts the task away when it places it on `offered`)."""
+        host that would fetch less for it than `offered`'s (the worker dispatch found) (module docstring, "The
+        choice"); None: `offered` keeps it; Busy: every such host holding more of them than `offered`'s has no idle
+        slot (the caller counts the task away when it places it on `offered`)."""
         holders = self._holders
         counts: dict[str, int] = {}
         for object_id in inputs:
@@ -151,62 +166,64 @@ class ObjectHosts:
                 counts[host] = counts.get(host, 0) + 1
         if not counts:
             return None
-        most = max(counts.values())
-        tied = [host for host, count in counts.items() if count == most]
-        offered_holds = offered.hostname in counts and counts[offered.hostname] == most
-        if offered_holds and len(tied) == 1:
+        own = offered.hostname
+        weighed = _weigh([own, *(host for host in counts if host != own)], self._workers, requirement)
+        wanted, sizes, rate, inbound = len(inputs), self._sizes, self.link_bytes_per_second, self._inbound
+
+        def cost(host: str) -> tuple[float, int, int, int]:
+            """Its backlog plus the fetch of what it lacks; what it lacks; its readers; its idle slots, negated."""
+            lacked = sum(sizes.get(object_id, 0) for object_id in inputs if host not in holders.get(object_id, ()))
+            standing = weighed[host]
+            seconds = max(0.0, inbound.get(host, now) - now) + lacked / rate
+            return seconds, wanted - counts.get(host, 0), standing.readers, -standing.idle
+
+        offered_cost, offered_count = cost(own), counts.get(own, 0)
+        better = [host for host in counts if host != own and cost(host) < offered_cost]
+        free = [host for host in better if weighed[host].chosen is not None]
+        if free:
             self.near_data += 1
-            return None
-        found = _least_read(tied, self._workers, requirement)
-        if found is None and not offered_holds:
-            return Busy(tuple(tied))
-        if found is None or (offered_holds and found[0] >= _standing(offered.hostname, self._workers)):
+            best = min(free, key=cost)
+            chosen = weighed[best].chosen
+            assert chosen is not None
+            return chosen
+        holding_more = tuple(host for host in better if counts[host] > offered_count)
+        if holding_more:
+            return Busy(holding_more)
+        if offered_count:
             self.near_data += 1
-            return None
-        self.near_data += 1
-        return found[1]
+        return None
 
 
-def _least_read(
+@dataclass(slots=True)
+class _Standing:
+    """A host as a reader's place: its readers, its idle slots, and a worker of it that can run the task on an idle
+    slot with a link with room (None: none)."""
+
+    readers: int = 0
+    idle: int = 0
+    chosen: tuple[WorkerRecord, ProcessorLink] | None = None
+
+
+def _weigh(
     hosts: list[str], workers: dict[str, dict[PeerID, WorkerRecord]], requirement: Capabilities
-) -> tuple[tuple[int, int], tuple[WorkerRecord, ProcessorLink]] | None:
-    """Of `hosts` (in order) with a worker that can run the task on an idle slot with a link with room, the one whose
-    workers hold the fewest tasks placed by their inputs, then with the most idle slots (the first on a tie): its
-    standing (`_standing`) and that worker with its link; None when none has one. At most MAX_SCANNED workers are looked
-    at in all."""
-    best: tuple[tuple[int, int], tuple[WorkerRecord, ProcessorLink]] | None = None
+) -> dict[str, _Standing]:
+    """Each of `hosts`' standing (`_Standing`), looking at MAX_SCANNED workers at most in all (a host not reached
+    counts as one without an idle slot)."""
+    standings: dict[str, _Standing] = {}
     scanned = 0
     for host in hosts:
-        readers = idle = 0
-        chosen: tuple[WorkerRecord, ProcessorLink] | None = None
+        standing = standings[host] = _Standing()
         for worker in workers.get(host, {}).values():
-            scanned += 1
-            readers += worker.readers
-            if _idle_slot(worker) and worker.can_run(requirement):
-                idle += worker.slots + worker.beside - len(worker.assigned)
-                if chosen is None:
-                    link = worker.link_for()
-                    chosen = None if link is None else (worker, link)
             if scanned >= MAX_SCANNED:
                 break
-        if chosen is not None and (best is None or (readers, -idle) < best[0]):
-            best = (readers, -idle), chosen
-        if scanned >= MAX_SCANNED:
-            break
-    return best
-
-
-def _standing(host: str, workers: dict[str, dict[PeerID, WorkerRecord]]) -> tuple[int, int]:
-    """How a host ranks for a reader, the lower the better: the tasks its workers hold placed by their inputs, and its
-    idle slots, negated (at most MAX_SCANNED workers looked at)."""
-    readers = idle = 0
-    for scanned, worker in enumerate(workers.get(host, {}).values()):
-        if scanned >= MAX_SCANNED:
-            break
-        readers += worker.readers
-        if _idle_slot(worker):
-            idle += worker.slots + worker.beside - len(worker.assigned)
-    return readers, -idle
+            scanned += 1
+            standing.readers += worker.readers
+            if _idle_slot(worker) and worker.can_run(requirement):
+                standing.idle += worker.slots + worker.beside - len(worker.assigned)
+                if standing.chosen is None:
+                    link = worker.link_for()
+                    standing.chosen = None if link is None else (worker, link)
+    return standings
 
 
 def _idle_slot(worker: WorkerRecord) -> bool:

@@ -96,6 +96,8 @@ class TaskLifecycle:
         #: tasks held a bounded while for a busy host that holds their inputs (data_waits.py)
         settings = state.settings
         self.data_waits = DataWaits(settings.placement_link_mbit * 1e6 / 8, settings.placement_max_wait_seconds)
+        if settings.placement_link_mbit > 0:  # 0 turns data_waits off; the placement's ranking keeps its default
+            self._object_hosts.link_bytes_per_second = settings.placement_link_mbit * 1e6 / 8
         #: the workers' preemption slots: a nested task waiting behind parents that keep their slots (preemption.py)
         self.preemption = Preemption()
         #: large results reported before they were stored: their tasks, to make them again if lost (unstored_results.py)
@@ -461,7 +463,7 @@ class TaskLifecycle:
         host holding more of them (object_hosts.py), or nowhere yet (None: it waits for a busy host holding them,
         data_waits.py). The offered worker stays a candidate for the next task unless it takes this one."""
         inputs = self._placement_inputs(record)
-        nearer = self._object_hosts.nearer(inputs, worker, key)
+        nearer = self._object_hosts.nearer(inputs, worker, key, self.now)
         if nearer is None:
             return worker, link
         if isinstance(nearer, Busy):
@@ -546,6 +548,7 @@ class TaskLifecycle:
             self.data_waits.forget(record.task_id)
             inputs = self._placement_inputs(record)
             if inputs:
+                self._object_hosts.reading(inputs, worker.hostname, self.now)
                 self._object_hosts.placed(inputs, worker.hostname)
                 worker.readers += 1
                 record.reads_data = True

@@ -14,9 +14,11 @@ from dataclasses import replace
 from scaler.protocol.ids import ObjectID, PeerID, TaskID
 from scaler.scheduler.core.object_hosts import MAX_HOSTS, MAX_OBJECTS, Busy, ObjectHosts
 from scaler.scheduler.core.peers import WorkerRecord
-from scaler_rehearsal.testing.simulation import FakeWorker, SimulatedCluster, task
+from scaler.scheduler.core.settings import CoreSettings
+from scaler_rehearsal.testing.simulation import PYTHON, FakeWorker, SimulatedCluster, task
 
 X, Y = ObjectID(b"x" * 16), ObjectID(b"y" * 16)
+MB = 1_000_000
 
 
 def worker_of(host: str, name: str) -> WorkerRecord:
@@ -58,11 +60,11 @@ def test_the_choice_keeps_an_offered_worker_on_a_holding_host_else_takes_a_free_
     hosts.joined(a1)
     hosts.joined(b1)
     hosts.placed((Y,), "a")
-    assert hosts.nearer((X,), b1, ()) is None  # nobody holds X: placed as by load
-    assert hosts.nearer((X, Y), a1, ()) is None and hosts.near_data == 1  # the offered worker holds Y
+    assert hosts.nearer((X,), b1, (), 0.0) is None  # nobody holds X: placed as by load
+    assert hosts.nearer((X, Y), a1, (), 0.0) is None and hosts.near_data == 1  # the offered worker holds Y
     # b1 is offered, a holds Y, a1 has no link with room (no processor said hello): host a is busy, for the caller to
     # weigh (data_waits.py), which counts the task away once it places it
-    assert hosts.nearer((X, Y), b1, ()) == Busy(("a",)) and hosts.away_from_data == 0
+    assert hosts.nearer((X, Y), b1, (), 0.0) == Busy(("a",)) and hosts.away_from_data == 0
 
 
 def data_task(client: bytes, number: int, *inputs: ObjectID):  # type: ignore[no-untyped-def]
@@ -154,6 +156,28 @@ def test_readers_whose_inputs_are_spread_alike_over_the_hosts_spread_over_them()
         while worker.held:
             sim.finish(worker)
     assert [record.readers for record in sim.core.state.workers.values()] == [0, 0, 0, 0]  # counted until released
+    sim.check_invariants()
+
+
+def test_a_host_whose_link_still_brings_in_a_readers_inputs_does_not_take_a_second_though_it_holds_more() -> None:
+    """A shuffle's reducers on 10 MB partitions: the first names one held on each of four hosts and goes where load
+    puts it (host a, whose worker joined first); the second names two held on host a and one on b and c. Host a holds
+    the most of them, but its link still brings in the first reducer's three (its backlog, 2.4 s at 100 Mbit/s):
+    fetching the second's two after them costs more than host b's fetching three now. Checked with the backlog
+    off (`reading` doing nothing): the second goes to host a too, whose link then carries five partitions."""
+    sim = SimulatedCluster(CoreSettings("tcp://sim:1", "tcp://sim:2", PYTHON, placement_link_mbit=100.0))
+    names = ["a", "b", "c", "d"]
+    workers = [sim.add_worker(f"{name}0", capacity=2, slots=2, host=f"host-{name}") for name in names]
+    client = sim.add_client()
+    hosts = sim.core.state.object_hosts
+    first = tuple(ObjectID(f"1{name}".encode() * 8) for name in names)
+    second = tuple(ObjectID(f"2{name}".encode() * 8) for name in "aabc")
+    for object_id, name in [*zip(first, names, strict=True), *zip(second, "aabc", strict=True)]:
+        hosts.made(object_id, f"host-{name}", 10 * MB)
+    sim.submit(client, [data_task(client.peer, 1, *first)])
+    assert workers[0].held == [tid(1)]
+    sim.submit(client, [data_task(client.peer, 2, *second)])
+    assert workers[0].held == [tid(1)] and tid(2) in workers[1].held + workers[2].held, [w.held for w in workers]
     sim.check_invariants()
 
 
