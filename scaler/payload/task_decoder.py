@@ -263,8 +263,8 @@ class TaskDecoder:
                 given = inputs.get(TaskID(argument.data))
                 if given is not None and given.kind is m.PayloadKind.OBJECT_ID:
                     wanted.append(bytes(given.data))
-        serializer_key = id(serializer).to_bytes(8, "little")
-        wanted = [object_id for object_id in dict.fromkeys(wanted) if (serializer_key, object_id) not in self._objects]
+        cached = self._objects
+        wanted = [object_id for object_id in dict.fromkeys(wanted) if _cache_key(serializer, object_id) not in cached]
         if len(wanted) < 2:
             return
         storage = self._storage()
@@ -300,7 +300,7 @@ class TaskDecoder:
         copy-on-write view of the object, made for this task alone (never cached)."""
         if writable:
             return self._deserialized(object_id, serializer, self._fetch_frames(ObjectID(object_id), _NEEDED, True))
-        key = (id(serializer).to_bytes(8, "little"), object_id)
+        key = _cache_key(serializer, object_id)
         found, value = self._objects.get(key, self._clock())
         if found and self._known_for.get(object_id) == self._asker and object_id[:OWNER_TAG_BYTES] == self._tag:
             return value  # fetched or checked for this client in this epoch: not deleted since (see the docstring)
@@ -357,3 +357,8 @@ class TaskDecoder:
                 f"{what} (object {object_id.hex()}) is not in object storage: it was deleted by client.clear(), "
                 f"its client left, or the object storage server restarted and lost it ({error})",
             ) from None
+
+
+def _cache_key(serializer: Serializer, object_id: bytes) -> tuple[bytes, bytes]:
+    """An object's key in the decoder's cache: a value deserialized by one serializer is not another's."""
+    return id(serializer).to_bytes(8, "little"), object_id
