@@ -42,8 +42,10 @@ ASK_SECONDS = 0.5
 #: The longest an upload waits for other hosts' reads (Y4): a few 10 MB partitions at 100 Mbit/s.
 MAX_YIELD_SECONDS = 5.0
 #: How long a fresh held result waits for its readers before its upload may go (Y7): the time a graph's next tasks
-#: take to be placed and to begin their reads once their inputs are made, with room for a wave of makers.
-SETTLE_SECONDS = 1.0
+#: take to be placed and to begin their reads once their inputs are made, with room for a second wave of makers (on
+#: the rig a shuffle's reducers read within 0.3 s of the first makers' ends; 0.5 s and 1 s gave the same shuffles, and
+#: the longer one delayed the uploads a gather's reads then met).
+SETTLE_SECONDS = 0.5
 
 
 class Step(enum.Enum):

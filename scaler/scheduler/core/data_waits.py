@@ -6,7 +6,8 @@ W1. Asked only when dispatch offers a task naming large inputs to a worker whose
     others, and none of those has an idle slot (object_hosts.py, `nearer`'s `Busy`). The common path (a task without
     inputs, or a holding host with an idle slot) never gets here.
 W2. A host's cost is its expected wait for a slot plus the time to fetch the input bytes it lacks at the link rate
-    (`link_bytes_per_second`); the offered worker's wait is 0. Sizes are known for stored results only (a client's
+    (`link_bytes_per_second`) after its link's backlog (what it still brings in for the readers placed there,
+    object_hosts.py); the offered worker's wait is 0. Sizes are known for stored results only (a client's
     object counts 0 bytes): inputs of unknown size are never waited for.
 W3. A busy host's wait (`slot_wait`): when its (k+1)-th slot frees, k the tasks held for it already; each task that
     computes there frees its slot after its expected run time less what it ran already (at least 0), and a task
@@ -71,10 +72,12 @@ class DataWaits:
         size_of: Callable[[ObjectID], int],
         holds: Callable[[str, ObjectID], bool],
         wait_of: Callable[[str, int], float | None],
+        backlog_of: Callable[[str], float] = lambda host: 0.0,
     ) -> bool:
         """Whether the task stays queued for one of the `busy` hosts rather than go to the offered worker's host now
         (W4, W5). `holds(host, object)`: whether a host holds an input; `wait_of(host, ahead)`: its W3 wait with
-        `ahead` tasks held for it already."""
+        `ahead` tasks held for it already; `backlog_of(host)`: the seconds its link still takes to bring in what the
+        readers placed there lack (W2)."""
         hold = self._holds.get(task_id)
         if hold is not None:
             if now < hold.until and hold.host in busy:
@@ -90,9 +93,11 @@ class DataWaits:
             return False
         sized = [(object_id, size_of(object_id)) for object_id in inputs]
         here = sum(size for object_id, size in sized if size and not holds(offered_host, object_id)) / rate
+        here += backlog_of(offered_host)
         best: tuple[float, str, float] | None = None  # (cost, host, transfer saved)
         for host in busy:
             there = sum(size for object_id, size in sized if size and not holds(host, object_id)) / rate
+            there += backlog_of(host)
             saved = here - there
             if saved <= 0.0 or (best is not None and there >= best[0]):
                 continue

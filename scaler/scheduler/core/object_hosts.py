@@ -152,6 +152,10 @@ class ObjectHosts:
         if lacked:
             self._inbound[host] = max(now, self._inbound.get(host, now)) + lacked / self.link_bytes_per_second
 
+    def backlog(self, host: str, now: float) -> float:
+        """The seconds `host`'s link still takes to bring in what the readers placed there lacked (`reading`)."""
+        return max(0.0, self._inbound.get(host, now) - now)
+
     def nearer(
         self, inputs: tuple[ObjectID, ...], offered: WorkerRecord, requirement: Capabilities, now: float
     ) -> tuple[WorkerRecord, ProcessorLink] | Busy | None:
@@ -174,7 +178,7 @@ class ObjectHosts:
             """Its backlog plus the fetch of what it lacks; what it lacks; its readers; its idle slots, negated."""
             lacked = sum(sizes.get(object_id, 0) for object_id in inputs if host not in holders.get(object_id, ()))
             standing = weighed[host]
-            seconds = max(0.0, inbound.get(host, now) - now) + lacked / rate
+            seconds = max(0.0, inbound.get(host, now) - now) + lacked / rate  # `backlog`, inlined
             return seconds, wanted - counts.get(host, 0), standing.readers, -standing.idle
 
         offered_cost, offered_count = cost(own), counts.get(own, 0)

@@ -488,8 +488,9 @@ class TaskLifecycle:
         waits = self.data_waits
         before = waits.held
         held = waits.holds(
-            record.task_id, inputs, busy.hosts, offered.hostname, now, hosts.size_of, hosts.holds, wait_of
-        )
+            record.task_id, inputs, busy.hosts, offered.hostname, now, hosts.size_of, hosts.holds, wait_of,
+            lambda host: hosts.backlog(host, now),
+        )  # fmt: skip
         if waits.held > before:  # held now, for the first time in this stay in the queue
             host, until = waits.hold_of(record.task_id)
             logger.debug("task %s waits up to %.2f s for host %s, which holds its inputs", record.task_id.hex(),
