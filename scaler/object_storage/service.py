@@ -841,8 +841,10 @@ class StorageService:
         stored = self.store.get(request.object_id)
         settled = stored is not None and self.store.settled(request.object_id, stored.generation)
         source = self.ledger.source(request.object_id, peer.cache_address, request.failed)
-        holding = self.held.get(request.object_id) if stored is None else None
-        if holding is not None and source and holding.piece_digests:  # held by its host (H1): its digests are its own
+        # held by its host (H1), its upload not stored yet or its files still being written (the hold ends once they
+        # are, H3): its holder's digests are its own
+        holding = None if settled else self.held.get(request.object_id)
+        if holding is not None and source and holding.piece_digests:
             return _ok(request_id, ObjectSource(source, holding.piece_digests))
         held = stored is not None and (stored.frames is not None or stored.segment is Segment.READY)
         if stored is None or not settled or not source or not held:
@@ -857,7 +859,8 @@ class StorageService:
         ("": from this server). Held (H1) or stored here alike; nothing is recorded."""
         nowhere = _ok(request_id, ObjectSource())
         stored = self.store.peek(object_id)
-        holding = self.held.get(object_id) if stored is None else None
+        settled = stored is not None and self.store.settled(object_id, stored.generation)
+        holding = None if settled else self.held.get(object_id)  # as in `_source`
         if holding is not None:
             holder = self.ledger.holder(object_id)
             greeted = self._greeted.get(holding.holder)
@@ -871,7 +874,6 @@ class StorageService:
             return _ok(request_id, ObjectSource(holder, holding.piece_digests, key.decode()))
         if stored is None or not self._may_read(peer, stored.owner_id):
             return nowhere
-        settled = self.store.settled(object_id, stored.generation)
         in_memory = stored.frames is not None or stored.segment is Segment.READY
         holder = self.ledger.holder(object_id) if settled and in_memory else ""
         key = self._cache_keys.get(holder, b"")

@@ -109,11 +109,22 @@ def hub_stack(fake_cloud: Any, tmp_path: Path) -> Iterator[HubStack]:
     yield from _stack_taken_down(HubStack(tmp_path, edit=one_unit))
 
 
+def idle_units_kept(text: str) -> str:
+    """The stack file with idle units kept a minute (its 15 s cooldown could end them while a loaded machine's test
+    still waits to see them adopted: the restarted manager would then launch new ones)."""
+    edited = text.replace("cooldown_seconds=15", "cooldown_seconds=60")
+    assert edited != text, "the file's cooldown_seconds changed: edit the test"
+    return edited
+
+
 @pytest.fixture
 def long_lease_hub_stack(fake_cloud: Any, tmp_path: Path) -> Iterator[HubStack]:
     """For a test that kills the laptop side and then acts: a 20 s lease could run out on a loaded machine before
-    `--down` lists the hub (one CI run: the hub had ended itself by then)."""
-    yield from _stack_taken_down(HubStack(tmp_path, SCALER_LEASE_SECONDS=f"{LONG_LEASE_SECONDS:g}"))
+    `--down` lists the hub (one CI run: the hub had ended itself by then); its idle units are kept
+    (`idle_units_kept`)."""
+    yield from _stack_taken_down(
+        HubStack(tmp_path, edit=idle_units_kept, SCALER_LEASE_SECONDS=f"{LONG_LEASE_SECONDS:g}")
+    )
 
 
 def _stack_taken_down(stack: HubStack) -> Iterator[HubStack]:

@@ -137,6 +137,18 @@ def pods(client: Any, namespace: str, manager_id: str | None = None) -> list[Any
     return list(client.list(Pod, namespace=namespace, labels=labels))
 
 
+def labelled_pods_while(client: Any, namespace: str, manager_id: str, futures: list[Any]) -> set[str]:
+    """The names of the manager's pods seen while the futures run and once they are done: a pod whose work is done
+    goes after the policy's cooldown, so a look only after the work can miss it on a loaded machine."""
+    seen: set[str] = set()
+    while True:
+        done = all(future.done() for future in futures)
+        seen |= {pod.metadata.name for pod in pods(client, namespace, manager_id)}
+        if done:
+            return seen
+        time.sleep(0.05)
+
+
 def running_pods(client: Any, namespace: str, manager_id: str) -> list[str]:
     return sorted(
         p.metadata.name
@@ -159,9 +171,10 @@ def test_tasks_run_in_labelled_pods_and_the_pods_follow_the_work_back_to_zero(
     addresses = make_stack("allocate=even_load; scaling=work; cooldown_seconds=3")
     manager = start_manager(launcher, rehearsal, addresses, namespace, "k8s-a", "-mtc", "3")
     with Client(addresses.scheduler) as scaler_client:
-        names = set(scaler_client.map(pod_name, range(12)))
+        naming = [scaler_client.submit(pod_name, x) for x in range(12)]
+        labelled = labelled_pods_while(client, namespace, "k8s-a", naming)
+        names = {future.result() for future in naming}
         assert [f * 2 for f in range(6)] == scaler_client.map(sleep_then_double, [0.05] * 6, range(6))
-    labelled = {pod.metadata.name for pod in pods(client, namespace, "k8s-a")}
     assert names and names <= labelled, f"tasks ran in {names}, the manager's pods are {labelled}"
     assert all(name.startswith("scaler-worker-") for name in names) and 1 <= len(labelled) <= 3
     wait_for(lambda: not pods(client, namespace), "every pod to go once the work is done", SCALE_DEADLINE_SECONDS)

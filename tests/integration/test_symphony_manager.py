@@ -47,7 +47,8 @@ SERVICE_NAME = "ScalerService"
 SERVICE_MODULE = "scaler.worker_manager.symphony.service"
 PROXY_MODULE = "scaler.worker_manager.offload.proxy_process"
 SCALING = ("--policy-content", "allocate=even_load; scaling=vanilla")
-#: Scales up like vanilla but keeps an idle worker for a minute: a test that follows one worker's sessions.
+#: Scales up like vanilla but keeps an idle worker for a minute: a test that counts or follows the workers after their
+#: tasks are done.
 SCALING_KEEPING_IDLE_WORKERS = ("--policy-content", "allocate=even_load; scaling=work; cooldown_seconds=60")
 
 
@@ -211,7 +212,9 @@ def pid_in(path: Path) -> int | None:
 
 @pytest.mark.timeout(180)
 def test_a_map_runs_every_task_in_symphony_service_instances(make_symphony: Callable[..., SymphonyStack]) -> None:
-    symphony = make_symphony()
+    """Its worker is kept while idle, to be counted after the map (under vanilla scaling it may be stopped as soon as
+    the map is done, its service instances with it)."""
+    symphony = make_symphony(policy=SCALING_KEEPING_IDLE_WORKERS)
     with Client(address=symphony.addresses.scheduler, timeout_seconds=60) as client:
         results = client.map(square_and_pid, range(50))
         assert [square for square, _ in results] == [x * x for x in range(50)]
@@ -307,7 +310,9 @@ def test_a_killed_service_instance_fails_its_task_clearly_and_others_start(
 def test_a_proxy_killed_mid_task_is_replaced_and_the_task_runs_again(
     make_symphony: Callable[..., SymphonyStack], tmp_path: Path
 ) -> None:
-    symphony = make_symphony()
+    """The new proxy is kept while idle, to be found after the task's result (under vanilla scaling it may be stopped
+    as soon as the task is done)."""
+    symphony = make_symphony(policy=SCALING_KEEPING_IDLE_WORKERS)
     marker = tmp_path / "first-run"
     with Client(address=symphony.addresses.scheduler, timeout_seconds=120) as client:
         future = client.submit(hang_on_first_run, str(marker), 42)

@@ -9,7 +9,9 @@ without holds it waits for the upload as before.
 
 Checked with the mechanism off: with `StorageService._hold` answering ok without recording, the three service tests of
 a hold fail; with `CacheRole.upload` ignoring `total_bytes`, the cache's test fails; with `StorageService._wanted`
-answering ok, false whatever is held, the H8 test fails."""
+answering ok, false whatever is held, the H8 test fails; with `StorageService._source` and `_client_source` taking
+the hold only while nothing is stored (not while the upload's segment file is written), the test of that window
+fails."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from scaler.object_storage.client_core import HoldsUnknown, status_error
 from scaler.object_storage.held_results import NOTHING_TO_WAIT_FOR, HeldResults
 from scaler.object_storage.host_cache.cache_rules import CacheRole, HoldWork, UploadWork
 from scaler.object_storage.service import StorageAnswer, StorageService
-from scaler.object_storage.store import ObjectStore
+from scaler.object_storage.store import ObjectStore, WriteSegment
 from scaler.protocol.codec import encode_storage_request
 from scaler.protocol.ids import ObjectID
 from scaler.protocol.messages import PROTOCOL_VERSION
@@ -66,8 +68,8 @@ def _call(service: StorageService, peer: bytes, operation: StorageOperation, fra
     return service.handle(peer, encode_storage_request(StorageRequest(7, operation)), [b"x" * 1000] * frames)
 
 
-def _server() -> StorageService:
-    service = StorageService(ObjectStore(1 << 30))
+def _server(store: ObjectStore | None = None) -> StorageService:
+    service = StorageService(store if store is not None else ObjectStore(1 << 30))
     for peer, role in ((b"cache-a", "cache"), (b"cache-b", "cache"), (b"client", "client"), (b"sched", "scheduler")):
         address = f"tcp://{peer.decode()}:1" if role == "cache" else ""
         owner = b"owner" if role == "client" else b""
@@ -108,6 +110,24 @@ def test_a_hold_is_answered_at_once_and_its_readers_wait_for_the_upload() -> Non
         (b"client", StorageStatus.OK, 2)
     ]
     assert _fates(service) == (NOTHING_TO_WAIT_FOR,)
+
+
+def test_other_hosts_are_sent_to_the_holder_while_its_uploads_segment_file_is_written() -> None:
+    """The upload stored, its segment file still being written (the hold ends once it is, H3): other hosts are still
+    sent to the holder, not to this server (on a loaded machine the write took long enough for a reader of the rig's
+    exchange to fetch a partition from the storage host); so is a client reading it."""
+    service = _server(ObjectStore(1 << 30, segments=True, segment_from_bytes=1000))
+    _hold(service, b"cache-a")
+    stored = _call(service, b"cache-a", Put(OBJECT, b"owner", 2000, "result"), frames=2)
+    assert stored is None, "the put is answered once its segment file is written"
+    (write,) = [work for work in service.take_work() if isinstance(work, WriteSegment)]
+    source = _call(service, b"cache-b", SourceRequest(OBJECT))
+    assert source is not None and source.reply.value == ObjectSource("tcp://cache-a:1", DIGESTS)
+    read = _call(service, b"client", SourceRequest(OBJECT))
+    assert read is not None and read.reply.value == ObjectSource("tcp://cache-a:1", DIGESTS)
+    assert [reply.peer for reply in service.segment_written(write.object_id, write.generation, None)] == [b"cache-a"]
+    settled = _call(service, b"cache-b", SourceRequest(OBJECT))
+    assert settled is not None and settled.reply.value == ObjectSource("tcp://cache-a:1"), "its digests from its file"
 
 
 def test_a_holder_that_goes_loses_the_result_and_its_task_made_again_answers_the_readers() -> None:
