@@ -45,7 +45,7 @@ class CoreState:
         #: the links of workers' processors, where their tasks go and everything about them comes (link_sessions.py)
         self.processors: dict[PeerID, ProcessorLink] = {}
         #: which hosts hold the large inputs tasks name, learned by the lifecycle's dispatch, which places by it
-        self.object_hosts = ObjectHosts()
+        self.object_hosts = ObjectHosts(settings.placement_link_mbit * 1e6 / 8)
         self.effects: list[Effect] = []
         #: what a registry says should follow; the core routes each to the registry that carries it out
         self.emit: Callable[[FollowUp], None] = _unrouted

@@ -13,19 +13,19 @@ Rules:
   hosts (the most recent); a host's entries go when its last worker leaves. A stored result's size is kept with it
   (a client's object's is not known here: counted as 0 bytes, so never waited for).
 - The choice (`nearer`): a host's cost for a task is the time its link takes to bring in what the task's inputs it
-  lacks weigh (their known sizes at `link_bytes_per_second`) after what it still brings in for the readers already
-  placed there (its backlog: each placement adds what that reader lacked, `reading`; it drains with time), then the
-  count of inputs it lacks. The offered worker keeps the task unless another host costs less; then the cheapest such
-  host with a worker that has an idle slot and a link with room takes it (ties: fewer readers, `WorkerRecord.readers`,
-  then more idle slots, then the most recent holder of the first inputs first; at most MAX_SCANNED workers looked at
-  in all). So readers whose inputs are spread alike (a shuffle's reducers) spread over the hosts instead of filling
-  the first free one's slots, and a host holding two of a reader's four inputs whose link still brings in another
-  reader's three does not take a second: each host's link carries one reader's fetches, not two. If no cheaper host
-  has an idle slot, those that hold more of the inputs than the offered worker's host are `Busy` (named), and
-  data_waits.py weighs waiting for one of them against fetching the inputs where the offered worker is.
+  lacks weigh (their known sizes at the scheduler's `--placement-link-mbit`) after what it still brings in for the
+  readers already placed there (its backlog: each placement adds what that reader lacked, `reading`; it drains with
+  time), then the count of inputs it lacks. The offered worker keeps the task unless another host costs less; then the
+  cheapest such host with a worker that has an idle slot and a link with room takes it (ties: fewer readers,
+  `WorkerRecord.readers`, then more idle slots, then the most recent holder of the first inputs first; at most
+  MAX_SCANNED workers looked at in all). So readers whose inputs are spread alike (a shuffle's reducers) spread over
+  the hosts instead of filling the first free one's slots, and a host holding two of a reader's four inputs whose link
+  still brings in another reader's three does not take a second: each host's link carries one reader's fetches, not
+  two. If no cheaper host has an idle slot, those that hold more of the inputs than the offered worker's host are
+  `Busy` (named), and data_waits.py weighs waiting for one of them against fetching the inputs where the offered
+  worker is.
 - One owner: the lifecycle (task_lifecycle.py) calls `reading` and `placed` when it dispatches a task with inputs and
-  `nearer` in its dispatch, and sets the link rate from the scheduler's settings; the routing tells it of workers
-  joining and leaving (`joined`, `left`).
+  `nearer` in its dispatch; the routing tells it of workers joining and leaving (`joined`, `left`).
 """
 
 from __future__ import annotations
@@ -47,6 +47,8 @@ MAX_PLACEMENT_INPUTS = 4
 MAX_OBJECTS = 4096
 #: Hosts remembered per object: a broadcast's object is on every host, and any of a few is as good.
 MAX_HOSTS = 8
+#: The link rate placement ranks hosts by when the scheduler's setting is 0 (which turns data_waits.py off): 100 Mbit/s.
+DEFAULT_LINK_BYTES_PER_SECOND = 12.5e6
 #: Workers of holding hosts looked at per task before it stays where dispatch offered it (a host of 1,000 busy workers
 #: must not cost a scan of them per task).
 MAX_SCANNED = 64
@@ -61,7 +63,7 @@ class Busy:
 
 
 class ObjectHosts:
-    def __init__(self) -> None:
+    def __init__(self, link_bytes_per_second: float = DEFAULT_LINK_BYTES_PER_SECOND) -> None:
         #: each object's holding hosts, the most recent last; the least recently placed object first
         self._holders: OrderedDict[ObjectID, list[str]] = OrderedDict()
         #: the size of the objects in `_holders` whose size is known (stored results)
@@ -72,8 +74,8 @@ class ObjectHosts:
         #: holding host was busy (the status feed shows both)
         self.near_data = 0
         self.away_from_data = 0
-        #: each host's link's rate for the fetches it is sent (the scheduler's placement_link_mbit, set by its owner)
-        self.link_bytes_per_second = 12.5e6
+        #: each host's link's rate for the fetches it is sent (the scheduler's placement_link_mbit)
+        self._rate = link_bytes_per_second if link_bytes_per_second > 0 else DEFAULT_LINK_BYTES_PER_SECOND
         #: when each host's link ends fetching what the readers placed there lacked (a backlog, `reading`)
         self._inbound: dict[str, float] = {}
 
@@ -150,7 +152,7 @@ class ObjectHosts:
         backlog (call before `placed`, which records them held there)."""
         lacked = sum(self._sizes.get(object_id, 0) for object_id in inputs if not self.holds(host, object_id))
         if lacked:
-            self._inbound[host] = max(now, self._inbound.get(host, now)) + lacked / self.link_bytes_per_second
+            self._inbound[host] = max(now, self._inbound.get(host, now)) + lacked / self._rate
 
     def backlog(self, host: str, now: float) -> float:
         """The seconds `host`'s link still takes to bring in what the readers placed there lacked (`reading`)."""
@@ -170,24 +172,26 @@ class ObjectHosts:
                 counts[host] = counts.get(host, 0) + 1
         if not counts:
             return None
-        own = offered.hostname
+        own, wanted = offered.hostname, len(inputs)
+        if counts.get(own) == wanted and not self.backlog(own, now) and sum(c == wanted for c in counts.values()) == 1:
+            self.near_data += 1  # only the offered worker's host holds them all, its link idle: none costs less
+            return None
         weighed = _weigh([own, *(host for host in counts if host != own)], self._workers, requirement)
-        wanted, sizes, rate, inbound = len(inputs), self._sizes, self.link_bytes_per_second, self._inbound
+        sizes, rate = self._sizes, self._rate
 
         def cost(host: str) -> tuple[float, int, int, int]:
             """Its backlog plus the fetch of what it lacks; what it lacks; its readers; its idle slots, negated."""
             lacked = sum(sizes.get(object_id, 0) for object_id in inputs if host not in holders.get(object_id, ()))
-            standing = weighed[host]
-            seconds = max(0.0, inbound.get(host, now) - now) + lacked / rate  # `backlog`, inlined
+            standing, seconds = weighed[host], self.backlog(host, now) + lacked / rate
             return seconds, wanted - counts.get(host, 0), standing.readers, -standing.idle
 
-        offered_cost, offered_count = cost(own), counts.get(own, 0)
-        better = [host for host in counts if host != own and cost(host) < offered_cost]
+        costs = {host: cost(host) for host in weighed}
+        offered_count = counts.get(own, 0)
+        better = [host for host in counts if host != own and costs[host] < costs[own]]
         free = [host for host in better if weighed[host].chosen is not None]
         if free:
             self.near_data += 1
-            best = min(free, key=cost)
-            chosen = weighed[best].chosen
+            chosen = weighed[min(free, key=costs.__getitem__)].chosen
             assert chosen is not None
             return chosen
         holding_more = tuple(host for host in better if counts[host] > offered_count)

@@ -96,8 +96,6 @@ class TaskLifecycle:
         #: tasks held a bounded while for a busy host that holds their inputs (data_waits.py)
         settings = state.settings
         self.data_waits = DataWaits(settings.placement_link_mbit * 1e6 / 8, settings.placement_max_wait_seconds)
-        if settings.placement_link_mbit > 0:  # 0 turns data_waits off; the placement's ranking keeps its default
-            self._object_hosts.link_bytes_per_second = settings.placement_link_mbit * 1e6 / 8
         #: the workers' preemption slots: a nested task waiting behind parents that keep their slots (preemption.py)
         self.preemption = Preemption()
         #: large results reported before they were stored: their tasks, to make them again if lost (unstored_results.py)
